@@ -1,0 +1,164 @@
+"""`python -m conformance` (also `autograd-conformance`): run, list, show and lint cases.
+
+    python -m conformance run --engine refimpl --engine torch --json reports/run.json
+    python -m conformance run --engine mygrad -k leaf. -k backward.
+    python -m conformance list
+    python -m conformance show leaf.factory-tensor-is-leaf
+    python -m conformance lint spec/cases
+
+Exit status: 0 when everything ran and passed (or is unsupported, xfail or stale), 1 when a case
+failed or errored or a file is bad, 2 for a usage error (unknown engine, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from conformance.case import Case
+from conformance.engines import EngineError, load_engine
+from conformance.executor import DEFAULT_TIMEOUT
+from conformance.expectations import ExpectationsError
+from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
+from conformance.reports import failure_text, summary_table, write_atomic, write_reports
+from conformance.repro import repro_script
+from conformance.suite import SuiteReport, run_suite
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def cases_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--cases", nargs="+", type=Path, default=[DEFAULT_SPEC_DIR / "cases"],
+                         metavar="PATH", help="case files or folders (default: spec/cases)")
+        sub.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR",
+                         help="folder with features.yaml, api.yaml, case.schema.json")
+        sub.add_argument("-k", dest="prefixes", action="append", default=[], metavar="PREFIX",
+                         help="only cases whose id starts with PREFIX (repeatable)")
+
+    run = commands.add_parser("run", help="run the cases on one or more engines")
+    run.add_argument("--engine", action="append", metavar="NAME",
+                     help="built-in name, entry point name or module:factory (repeatable; "
+                          "default: refimpl)")
+    cases_options(run)
+    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                     help=f"seconds per case (default {DEFAULT_TIMEOUT:g})")
+    run.add_argument("--expectations", action="append", default=[], metavar="ENGINE=PATH",
+                     help="use this skip/xfail file for ENGINE instead of the adapter's")
+    run.add_argument("--json", type=Path, metavar="PATH")
+    run.add_argument("--junit", type=Path, metavar="PATH")
+    run.add_argument("--markdown", type=Path, metavar="PATH")
+    run.add_argument("--repro-dir", type=Path, metavar="DIR",
+                     help="write a standalone repro script per failure into DIR")
+    run.add_argument("-q", "--quiet", action="store_true", help="do not print failures")
+
+    listing = commands.add_parser("list", help="list case ids and rules")
+    cases_options(listing)
+    show = commands.add_parser("show", help="print one case")
+    show.add_argument("id")
+    cases_options(show)
+    lint = commands.add_parser("lint", help="check case files without running anything")
+    lint.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_SPEC_DIR / "cases"])
+    lint.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "lint":
+        return _lint(args)
+    loaded = _load(args.cases, args.spec)
+    if loaded is None:
+        return 1
+    cases = [c for c in loaded.cases
+             if not args.prefixes or any(c.id.startswith(p) for p in args.prefixes)]
+    if args.command == "list":
+        for case in cases:
+            print(f"{case.id}\t{case.rule}")
+        return 0
+    if args.command == "show":
+        return _show(args.id, loaded.cases)
+    return _run(args, cases)
+
+
+def _load(paths: Sequence[Path], spec: Path) -> LoadResult | None:
+    result = load(paths, SpecResources.load(spec))
+    if result.problems:
+        for problem in result.problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(result.problems)} problem(s) in the case files; nothing was run",
+              file=sys.stderr)
+        return None
+    return result
+
+
+def _lint(args: argparse.Namespace) -> int:
+    result = load(args.paths, SpecResources.load(args.spec))
+    for problem in result.problems:
+        print(problem)
+    print(f"{len(result.cases)} cases checked, {len(result.problems)} problem(s)")
+    return 1 if result.problems else 0
+
+
+def _show(case_id: str, cases: Sequence[Case]) -> int:
+    for case in cases:
+        if case.id == case_id:
+            print(f"# {case.file}:{case.line}")
+            print(yaml.safe_dump([_plain(case.raw)], sort_keys=False, allow_unicode=True,
+                                 width=100), end="")
+            return 0
+    print(f"no case with id {case_id!r} (see `python -m conformance list`)", file=sys.stderr)
+    return 1
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _run(args: argparse.Namespace, cases: Sequence[Case]) -> int:
+    try:
+        engines = [load_engine(name) for name in args.engine or ["refimpl"]]
+        overrides = {}
+        for item in args.expectations:
+            engine, sep, path = item.partition("=")
+            if not sep:
+                raise EngineError(f"--expectations {item!r}: use ENGINE=PATH")
+            overrides[engine] = Path(path)
+        report = run_suite(cases, engines, timeout=args.timeout, expectations=overrides)
+    except (EngineError, ExpectationsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        for run in report.runs:
+            for result in run.results:
+                if result.verdict in ("failed", "error"):
+                    print(failure_text(result), end="\n\n")
+    print(summary_table(report))
+    write_reports(report, args.json, args.junit, args.markdown)
+    if args.repro_dir is not None:
+        _write_repros(report, args.repro_dir)
+    return 0 if report.ok else 1
+
+
+def _write_repros(report: SuiteReport, directory: Path) -> None:
+    by_id = {case.id: case for case in report.cases}
+    for run in report.runs:
+        for result in run.results:
+            if result.verdict in ("failed", "error"):
+                script = repro_script(by_id[result.case_id], run.engine, result.seed,
+                                      result.step)
+                write_atomic(directory / f"{run.engine.name}__{result.case_id}.py", script)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The adapter interface: everything the runner needs to know about an engine.
+
+An adapter is an `Engine` subclass. The runner never imports an engine itself; it asks the
+adapter for a fresh namespace per case and for the few facts it cannot read through the
+torch-shaped API (how to turn a tensor into NumPy, what a backward node is called)::
+
+    class MyEngine(Engine):
+        name = "mine"
+        message_strictness = "type"
+
+        def namespace(self, rng):           # -> {"torch": ..., "nn": ..., "F": ...}
+            ...
+        def to_numpy(self, tensor):         # -> numpy.ndarray (detached, on the host)
+            ...
+        def is_tensor(self, obj):
+            ...
+
+    def make_engine() -> Engine:            # referenced as `package.module:make_engine`
+        return MyEngine()
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+Strictness = Literal["exact", "prefix", "type"]
+
+
+class Engine(ABC):
+    """An autograd engine seen through the torch-shaped case language."""
+
+    name: str = "engine"
+    version: str = "unknown"
+    device: str = "cpu"
+    torch_version: str = "2.13.0"
+    """The PyTorch version whose messages the engine is held to (selects `messages` ranges)."""
+    message_strictness: Strictness = "exact"
+    features: frozenset[str] = frozenset()
+    expectations: Path | None = None
+    """The implementer's skip/xfail file (see `conformance.expectations`), if any."""
+    unavailable_reason: str | None = None
+    """Why the engine cannot run here (missing package, no CUDA device); None when it can."""
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable_reason is None
+
+    def supports(self, feature: str) -> bool:
+        return feature in self.features
+
+    @abstractmethod
+    def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Fresh `torch`, `nn` and `F` objects for one case, drawing random data from `rng`."""
+
+    @abstractmethod
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        """The tensor's values as a NumPy array on the host, detached from any graph."""
+
+    @abstractmethod
+    def is_tensor(self, obj: Any) -> bool:
+        """Whether `obj` is one of the engine's tensors."""
+
+    def reset(self) -> None:  # noqa: B027 - most engines keep no global state to restore
+        """Restore global state between cases (grad mode, warning filters of the engine)."""
+
+    def grad_fn(self, tensor: Any) -> Any:
+        return tensor.grad_fn
+
+    def node_name(self, node: Any) -> str:
+        return type(node).__name__
+
+    def next_functions(self, node: Any) -> Sequence[Any]:
+        """The nodes feeding `node`, in input order; None for an input that needs no grad."""
+        return [function for function, _ in node.next_functions]
+
+    def dtype_name(self, tensor: Any) -> str:
+        return str(tensor.dtype).removeprefix("torch.")
+
+    def device_name(self, tensor: Any) -> str:
+        return str(tensor.device)
+
+    def repro_prelude(self) -> str:
+        """Python lines that bind `torch`, `nn` and `F` in a standalone repro script."""
+        return (
+            "from conformance.engines import load_engine\n"
+            "import numpy as np\n"
+            f"_namespace = load_engine({self.name!r}).namespace(np.random.default_rng(SEED))\n"
+            "torch, nn, F = _namespace['torch'], _namespace['nn'], _namespace['F']\n"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "device": self.device,
+            "torch_version": self.torch_version,
+            "message_strictness": self.message_strictness,
+            "available": self.available,
+            "unavailable_reason": self.unavailable_reason,
+        }
+
+
+class EngineUnavailable(Engine):
+    """Stands in for an engine that cannot be used here; every case is `unsupported`."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.unavailable_reason = reason
+
+    def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
+        raise RuntimeError(f"engine {self.name} is unavailable: {self.unavailable_reason}")
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        raise RuntimeError(f"engine {self.name} is unavailable: {self.unavailable_reason}")
+
+    def is_tensor(self, obj: Any) -> bool:
+        return False

@@ -1,0 +1,234 @@
+"""A generic adapter for engines whose module looks like `torch` (PyTorch itself, refimpl).
+
+The namespace it hands to a case is the engine's own module behind a thin facade:
+
+- `torch.rand`, `torch.randn`, `torch.rand_like`, `torch.randn_like` draw float64 numbers from
+  the runner's NumPy generator and build the tensor with the engine's `tensor(...)`;
+  `torch.manual_seed(s)` reseeds that generator in place.
+- `nn.<Module>(...)` builds the module, then redraws every parameter (in `named_parameters()`
+  order) uniformly from `[-b, b]` with `b = 1/sqrt(fan_in)`: `fan_in` is
+  `weight.shape[1] * prod(weight.shape[2:])` of the parameter's owner's `weight` when that has
+  two or more dimensions (PyTorch's default bound for `Linear` and `Conv`), else the
+  parameter's own `shape[-1]` (1 for a scalar).
+- With `default_device` set (the `-cuda` engines), tensor factories without `device=` and new
+  modules are placed on that device.
+
+Everything else is the engine's module itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from conformance.engines.base import Engine, Strictness
+
+WARM_UP = """
+with torch.autograd.forward_ad.dual_level():
+    torch.autograd.forward_ad.make_dual(torch.tensor(1.0), torch.tensor(1.0))
+"""
+FACTORIES = (
+    "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
+    "rand", "randn",
+)
+
+
+class TorchLikeEngine(Engine):
+    """Adapter for a module with PyTorch's API, imported by name (`torch`, `refimpl`)."""
+
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        *,
+        default_device: str | None = None,
+        lacks: frozenset[str] = frozenset(),
+        torch_version: str | None = None,
+        message_strictness: Strictness = "exact",
+        device_check: Callable[[Any], str | None] | None = None,
+        repro_import: str | None = None,
+    ) -> None:
+        self.name = name
+        self.module_name = module
+        self.default_device = default_device
+        self.device = default_device or "cpu"
+        self.lacks = lacks
+        self.message_strictness = message_strictness
+        self.repro_import = repro_import or f"import {module} as torch"
+        self.torch = None
+        try:
+            self.torch = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any import failure makes the engine unavailable
+            self.unavailable_reason = f"cannot import {module}: {type(exc).__name__}: {exc}"
+            return
+        self.version = str(getattr(self.torch, "__version__", "unknown"))
+        self.torch_version = torch_version or self.version.split("+", 1)[0]
+        if device_check is not None:
+            self.unavailable_reason = device_check(self.torch)
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        # Some features load code on first use, and that code warns while loading (PyTorch's
+        # forward AD pulls in deprecated torch.jit code): use them once now, so no case sees
+        # warnings that depend on which case ran first.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exec(WARM_UP, {"torch": self.torch})
+            except Exception:  # noqa: BLE001 - an engine without these features needs no warm-up
+                pass
+
+    def supports(self, feature: str) -> bool:
+        """Every registered feature except those in `lacks` (PyTorch's API has them all)."""
+        return feature not in self.lacks
+
+    def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
+        torch = _TorchFacade(self, rng)
+        return {"torch": torch, "nn": torch.nn, "F": torch.nn.functional}
+
+    def reset(self) -> None:
+        torch = self.torch
+        torch.set_grad_enabled(True)
+        if hasattr(torch, "set_warn_always"):
+            # PyTorch emits some warnings once per process unless told otherwise; every case
+            # must see its warnings whatever ran before it.
+            torch.set_warn_always(True)
+
+    def to_numpy(self, tensor: Any) -> np.ndarray:
+        tensor = tensor.detach()
+        if str(tensor.dtype).endswith("bfloat16"):
+            tensor = tensor.float()
+        if hasattr(tensor, "resolve_conj"):
+            tensor = tensor.resolve_conj().resolve_neg()
+        if str(tensor.device) != "cpu":
+            tensor = tensor.cpu()
+        return np.asarray(tensor.numpy())
+
+    def is_tensor(self, obj: Any) -> bool:
+        return isinstance(obj, self.torch.Tensor)
+
+    def repro_prelude(self) -> str:
+        return f"{self.repro_import}\nnn = torch.nn\nF = torch.nn.functional\n"
+
+    def assign_parameter(self, parameter: Any, values: np.ndarray) -> None:
+        """Overwrite a parameter's data in place, outside the graph."""
+        torch = self.torch
+        with torch.no_grad():
+            parameter.copy_(torch.tensor(values, dtype=parameter.dtype, device=parameter.device))
+
+
+class _TorchFacade:
+    """`torch` as a case sees it: the engine module with random data from the runner."""
+
+    def __init__(self, engine: TorchLikeEngine, rng: np.random.Generator) -> None:
+        self._engine = engine
+        self._module = engine.torch
+        self._rng = rng
+        self.nn = _NnFacade(self)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        device = self._engine.default_device
+        if device is not None and name in FACTORIES:
+            return _on_device(value, device)
+        return value
+
+    def _draw(self, draw: Callable[[tuple[int, ...]], np.ndarray], size: tuple[Any, ...],
+              dtype: Any, device: Any, requires_grad: bool) -> Any:
+        if len(size) == 1 and not isinstance(size[0], int):
+            size = tuple(size[0])
+        shape = tuple(int(n) for n in size)
+        if dtype is None:
+            default = getattr(self._module, "get_default_dtype", None)
+            dtype = default() if default is not None else self._module.float32
+        values = draw(shape)
+        if "complex" in str(dtype):
+            values = values + 1j * draw(shape)
+        device = device if device is not None else self._engine.default_device
+        kwargs = {"dtype": dtype, "requires_grad": requires_grad}
+        if device is not None:
+            kwargs["device"] = device
+        return self._module.tensor(values, **kwargs)
+
+    def rand(self, *size: Any, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Any:
+        return self._draw(self._rng.random, size, dtype, device, requires_grad)
+
+    def randn(self, *size: Any, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Any:
+        return self._draw(self._rng.standard_normal, size, dtype, device, requires_grad)
+
+    def rand_like(self, input: Any, *, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Any:
+        return self._draw(self._rng.random, tuple(input.shape), dtype or input.dtype,
+                          device or input.device, requires_grad)
+
+    def randn_like(self, input: Any, *, dtype: Any = None, device: Any = None,
+                   requires_grad: bool = False) -> Any:
+        return self._draw(self._rng.standard_normal, tuple(input.shape), dtype or input.dtype,
+                          device or input.device, requires_grad)
+
+    def manual_seed(self, seed: int) -> None:
+        self._rng.bit_generator.state = type(self._rng.bit_generator)(seed).state
+
+
+class _NnFacade:
+    """`torch.nn` as a case sees it: modules come with parameters drawn by the runner."""
+
+    def __init__(self, torch: _TorchFacade) -> None:
+        self._torch = torch
+        self._module = torch._module.nn
+        self._classes: dict[str, type] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if isinstance(value, type) and issubclass(value, self._module.Module) \
+                and value is not self._module.Module:
+            if name not in self._classes:
+                self._classes[name] = _redrawing(value, self._torch)
+            return self._classes[name]
+        return value
+
+
+def _redrawing(cls: type, torch: _TorchFacade) -> type:
+    """A subclass of `cls` (same name) whose instances get their parameters from the runner."""
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        cls.__init__(self, *args, **kwargs)
+        engine = torch._engine
+        if engine.default_device is not None:
+            self.to(engine.default_device)
+        _redraw(self, engine, torch._rng)
+
+    return type(cls.__name__, (cls,), {"__init__": init, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__})
+
+
+def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> None:
+    parameters = list(module.named_parameters())
+    by_name = dict(parameters)
+    for name, parameter in parameters:
+        owner = name.rpartition(".")[0]
+        weight = by_name.get(f"{owner}.weight" if owner else "weight")
+        shape = tuple(weight.shape) if weight is not None and len(weight.shape) >= 2 \
+            else tuple(parameter.shape)
+        if len(shape) >= 2:
+            fan_in = shape[1] * math.prod(shape[2:])
+        else:
+            fan_in = shape[-1] if shape else 1
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        values = rng.uniform(-bound, bound, tuple(parameter.shape))
+        engine.assign_parameter(parameter, values)
+
+
+def _on_device(factory: Callable[..., Any], device: str) -> Callable[..., Any]:
+    def placed(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("device", device)
+        return factory(*args, **kwargs)
+
+    return placed

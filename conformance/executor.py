@@ -1,0 +1,313 @@
+"""Run one case on one engine and say what happened.
+
+    >>> from conformance.engines import load_engine
+    >>> result = run_case({"id": "leaf.ones", "rule": "A new tensor is a leaf.",
+    ...                    "steps": [{"run": "x = torch.ones(2)",
+    ...                               "expect": {"x.is_leaf": True}}]},
+    ...                   load_engine("torch"))            # doctest: +SKIP
+    >>> result.verdict                                       # doctest: +SKIP
+    'passed'
+
+Each case gets a fresh namespace, grad mode enabled and its own NumPy generator
+(`default_rng(seed)`), so every engine computes with the same numbers. Steps run statement by
+statement; the statement that raises gives the error's stage. A per-case watchdog
+(`SIGALRM`, when running in the main thread of a Unix process) turns a hang into an `error`
+verdict; an exception from the runner or the adapter is an `error` too. Neither stops a run.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+import signal
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from conformance.case import Case, Raises, Step, Warn
+from conformance.compare import compare, describe, helpers
+from conformance.engines.base import Engine
+from conformance.expectations import Expectations
+
+VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
+DEFAULT_TIMEOUT = 10.0
+TRIGGERED = re.compile(r"\s*\(Triggered internally at .*\)\s*\Z", re.DOTALL)
+FLAG_METHODS = {"requires_grad_", "retain_grad", "detach_"}
+# Operators compute (forward) even in a statement without calls: `z = x * 2`, `v = x[0]`.
+OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.AugAssign)
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case on one engine (one row of every report)."""
+
+    case_id: str
+    engine: str
+    verdict: str
+    topic: str = ""
+    step: int | None = None
+    snippet: str | None = None
+    expected: str | None = None
+    actual: str | None = None
+    message: str = ""
+    duration_s: float = 0.0
+    seed: int = 0
+    reason: str | None = None
+    """The expectations file's reason for `xfail`, `stale` or a skip."""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict not in ("failed", "error")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CaseTimeout(BaseException):
+    """Raised inside a case by the watchdog (a BaseException, so snippets cannot swallow it)."""
+
+
+class _StepFailure(Exception):
+    def __init__(self, message: str, statement: str | None = None, expected: str | None = None,
+                 actual: str | None = None) -> None:
+        super().__init__(message)
+        self.statement = statement
+        self.expected = expected
+        self.actual = actual
+
+
+def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = None, *,
+             timeout: float | None = DEFAULT_TIMEOUT,
+             expectations: Expectations | None = None) -> CaseResult:
+    """Run `case` (a Case or a plain dict) on `engine`; `seed` overrides the case's seed."""
+    if not isinstance(case, Case):
+        case = Case.from_dict(case)
+    seed = case.seed if seed is None else seed
+    base = {"case_id": case.id, "engine": engine.name, "topic": case.topic, "seed": seed}
+    entry = expectations.match(case.id) if expectations is not None else None
+    if not engine.available:
+        return CaseResult(verdict="unsupported", message=f"engine unavailable: "
+                          f"{engine.unavailable_reason}", **base)
+    missing = [feature for feature in case.features if not engine.supports(feature)]
+    if missing:
+        return CaseResult(verdict="unsupported",
+                          message=f"engine lacks feature {', '.join(missing)}", **base)
+    if entry is not None and entry.kind == "skip":
+        return CaseResult(verdict="unsupported", message=f"skipped: {entry.reason}",
+                          reason=entry.reason, **base)
+    start = time.perf_counter()
+    result = _execute(case, engine, seed, timeout, base)
+    result.duration_s = time.perf_counter() - start
+    if entry is not None:
+        result.reason = entry.reason
+        if result.verdict in ("failed", "error"):
+            result.verdict = "xfail"
+        elif result.verdict == "passed":
+            result.verdict = "stale"
+            result.message = f"listed as xfail in {expectations.source} " \
+                             f"({entry.prefix}: {entry.reason}) but passed"
+    return result
+
+
+def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
+             base: dict[str, Any]) -> CaseResult:
+    index: int | None = None
+    step: Step | None = None
+    try:
+        with _watchdog(timeout):
+            try:
+                engine.reset()
+                namespace = _namespace(engine, np.random.default_rng(seed))
+                for index, step in enumerate(case.steps):
+                    _run_step(case, index, step, engine, namespace)
+            finally:
+                engine.reset()
+    except CaseTimeout:
+        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
+                          message=f"timed out after {timeout:g} s", **base)
+    except _StepFailure as failure:
+        return CaseResult(verdict="failed", step=index, snippet=failure.statement or step.run,
+                          expected=failure.expected, actual=failure.actual,
+                          message=str(failure), **base)
+    except Exception as exc:  # noqa: BLE001 - a crash in one case must not stop the run
+        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
+                          message=f"the runner crashed: {type(exc).__name__}: {exc}\n"
+                          f"{traceback.format_exc(limit=-8)}", **base)
+    return CaseResult(verdict="passed", **base)
+
+
+def _namespace(engine: Engine, rng: np.random.Generator) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__builtins__": builtins}
+    namespace.update(helpers(engine))
+    namespace.update(engine.namespace(rng))
+    return namespace
+
+
+@contextmanager
+def _watchdog(timeout: float | None) -> Iterator[None]:
+    usable = (timeout is not None and timeout > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise CaseTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run_step(case: Case, index: int, step: Step, engine: Engine,
+              namespace: dict[str, Any]) -> None:
+    statements = ast.parse(step.run).body
+    raised: tuple[Exception, ast.stmt] | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for statement in statements:
+            code = compile(ast.Module([statement], []), f"<{case.id} step {index}>", "exec")
+            try:
+                exec(code, namespace)
+            except Exception as exc:  # noqa: BLE001 - the engine's error is what we check
+                raised = (exc, statement)
+                break
+    _check_raised(step.raises, raised, engine, step.run)
+    _check_warnings(step.warns, caught, engine)
+    _check_expect(step, engine, namespace)
+
+
+def _check_raised(spec: Raises | None, raised: tuple[Exception, ast.stmt] | None,
+                  engine: Engine, source: str) -> None:
+    if raised is None:
+        if spec is not None:
+            raise _StepFailure(f"expected {spec.type} to be raised, nothing was raised",
+                               expected=_raises_text(spec, engine), actual="no error")
+        return
+    exc, statement = raised
+    text = ast.get_source_segment(source, statement) or ast.unparse(statement)
+    actual = f"{type(exc).__name__} ({stage(statement)}): {exc}"
+    if spec is None:
+        raise _StepFailure(f"unexpected {type(exc).__name__}: {exc}", statement=text,
+                           expected="no error", actual=actual)
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    problem = None
+    if spec.type not in names:
+        problem = f"expected {spec.type}, raised {type(exc).__name__}"
+    elif spec.stage is not None and spec.stage != stage(statement):
+        problem = f"expected the error at stage {spec.stage}, raised at {stage(statement)}"
+    else:
+        expected_message = spec.message_for(engine.torch_version)
+        if not message_matches(str(exc), expected_message, engine.message_strictness):
+            problem = f"wrong message for {spec.type} ({engine.message_strictness} comparison)"
+    if problem is not None:
+        raise _StepFailure(problem, statement=text, expected=_raises_text(spec, engine),
+                           actual=actual)
+
+
+def _raises_text(spec: Raises, engine: Engine) -> str:
+    stage_text = f" ({spec.stage})" if spec.stage else ""
+    message = spec.message_for(engine.torch_version)
+    return f"{spec.type}{stage_text}: {message}" if message is not None else spec.type + stage_text
+
+
+def message_matches(actual: str, expected: str | None, strictness: str) -> bool:
+    """Compare a message under `exact`, `prefix` or `type` strictness (INTERPRETING.md)."""
+    if expected is None or strictness == "type":
+        return True
+    if strictness == "prefix":
+        head = re.split(r"[.:\n]", expected, maxsplit=1)[0]
+        return actual.startswith(head)
+    return actual == expected
+
+
+def clean_warning(message: str) -> str:
+    """A warning's text without the ` (Triggered internally at ...)` PyTorch appends."""
+    return TRIGGERED.sub("", message)
+
+
+def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMessage],
+                    engine: Engine) -> None:
+    actual = [(w.category, clean_warning(str(w.message))) for w in caught]
+
+    def matches(want: Warn, category: type, text: str) -> bool:
+        names = [cls.__name__ for cls in category.__mro__]
+        return want.type in names and message_matches(text, want.message,
+                                                      engine.message_strictness)
+
+    expected_text = "; ".join(f"{w.type}: {w.message}" for w in expected) or "no warning"
+    actual_text = "; ".join(dict.fromkeys(f"{c.__name__}: {t}" for c, t in actual)) \
+        or "no warning"
+    for want in expected:
+        if not any(matches(want, category, text) for category, text in actual):
+            raise _StepFailure(f"expected warning {want.type} was not emitted",
+                               expected=expected_text, actual=actual_text)
+    for category, text in actual:
+        if not any(matches(want, category, text) for want in expected):
+            raise _StepFailure(f"unexpected warning {category.__name__}: {text}",
+                               expected=expected_text, actual=actual_text)
+
+
+def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any]) -> None:
+    if not step.expect:
+        return
+    arrays = {name: engine.to_numpy(value) for name, value in namespace.items()
+              if not name.startswith("_") and engine.is_tensor(value)}
+    for key, expected in step.expect:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                observed = eval(compile(key, f"<expect {key}>", "eval"), namespace)
+            except Exception as exc:  # noqa: BLE001 - an observation that raises fails the step
+                raise _StepFailure(f"{key}: observing raised {type(exc).__name__}: {exc}",
+                                   expected=repr(expected),
+                                   actual=f"{type(exc).__name__}: {exc}") from None
+            problem = compare(observed, expected, engine, arrays)
+        if problem is not None:
+            raise _StepFailure(f"{key}: {problem}", expected=repr(expected),
+                               actual=describe(observed, engine))
+
+
+def stage(statement: ast.stmt) -> str:
+    """The stage an error raised by `statement` belongs to (INTERPRETING.md "Stage")."""
+    calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)]
+    names = [_call_name(call) for call in calls]
+    for name in names:
+        if name.rsplit(".", 1)[-1] == "backward" or name.endswith("autograd.grad"):
+            return "backward"
+    assigns_attribute = any(
+        isinstance(target, ast.Attribute)
+        for node in ast.walk(statement)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in (getattr(node, "targets", None) or [node.target])
+    )
+    computes = any(isinstance(node, OPERATORS) for node in ast.walk(statement))
+    only_flags = all(name.rsplit(".", 1)[-1] in FLAG_METHODS for name in names)
+    if assigns_attribute or (only_flags and not computes):
+        return "attribute"
+    return "forward"
+
+
+def _call_name(call: ast.Call) -> str:
+    parts = []
+    node = call.func
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    else:
+        parts.append("?")
+    return ".".join(reversed(parts))

@@ -1,0 +1,90 @@
+"""Implementers' expectation files: which cases an engine is known to fail, and why.
+
+A file is a YAML mapping with up to two sections, each mapping a case-id prefix to a reason::
+
+    xfail:                                   # run; a failure or error is reported as xfail
+      grad_mode.inference: MyGrad has no inference mode
+    skip:                                    # not run at all (reported as unsupported)
+      higher_order.: MyGrad cannot differentiate a gradient
+
+The longest matching prefix wins. A listed case that passes is reported as `stale`, and so is
+an entry whose prefix matches no case that ran (`Expectations.unused`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.case import line_of
+from conformance.loader import read_yaml
+
+SECTIONS = ("xfail", "skip")
+
+
+class ExpectationsError(ValueError):
+    """The file is malformed; the message starts with `file:line:`."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    prefix: str
+    reason: str
+    line: int | None = None
+
+
+@dataclass
+class Expectations:
+    entries: list[Entry] = field(default_factory=list)
+    source: str = "<none>"
+    used: set[str] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, path: Path | None) -> Expectations:
+        if path is None:
+            return cls()
+        data, problems = read_yaml(Path(path))
+        if problems:
+            line, message = problems[0]
+            raise ExpectationsError(f"{path}:{line}: {message}")
+        data = data or {}
+        if not isinstance(data, Mapping):
+            raise ExpectationsError(f"{path}:1: must be a mapping with sections {SECTIONS}")
+        entries = []
+        for kind, section in data.items():
+            if kind not in SECTIONS:
+                raise ExpectationsError(
+                    f"{path}:{line_of(data, kind)}: unknown section {kind!r} "
+                    f"(use {', '.join(SECTIONS)})"
+                )
+            if not isinstance(section, Mapping):
+                raise ExpectationsError(
+                    f"{path}:{line_of(data, kind)}: {kind} must map case-id prefixes to reasons"
+                )
+            for prefix, reason in section.items():
+                if not isinstance(prefix, str) or not isinstance(reason, str) or not reason:
+                    raise ExpectationsError(
+                        f"{path}:{line_of(section, prefix)}: entry {prefix!r} needs a reason "
+                        "(prefix: reason)"
+                    )
+                entries.append(Entry(kind, prefix, reason, line_of(section, prefix)))
+        return cls(entries, str(path))
+
+    def match(self, case_id: str) -> Entry | None:
+        best = None
+        for entry in self.entries:
+            if case_id.startswith(entry.prefix) and (best is None
+                                                    or len(entry.prefix) > len(best.prefix)):
+                best = entry
+        if best is not None:
+            self.used.add(best.prefix)
+        return best
+
+    def unused(self, case_ids: Iterable[str] | None = None) -> list[Entry]:
+        """Entries that matched no case (all of `case_ids` when given, else those run)."""
+        if case_ids is not None:
+            ids = list(case_ids)
+            return [e for e in self.entries if not any(i.startswith(e.prefix) for i in ids)]
+        return [e for e in self.entries if e.prefix not in self.used]

@@ -1,0 +1,349 @@
+"""Load and check case files; every problem is reported as `file:line: message`.
+
+`load(paths)` reads every file first and runs nothing: YAML errors, the JSON Schema
+(`spec/case.schema.json` when present), the case structure, duplicate ids (across all files),
+ids that do not start with the file's stem, unregistered features, quotes missing from the cited
+seed document, and the `ast` check of every snippet and expectation against `spec/api.yaml`.
+
+    >>> result = load([Path("spec/cases")])            # doctest: +SKIP
+    >>> for problem in result.problems: print(problem)  # doctest: +SKIP
+    spec/cases/leaf.yaml:12: case leaf.x step 0: unknown name 'z': ...
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conformance.api import Api, ApiFormatError, check_expression, check_snippet
+from conformance.case import Case, CaseFormatError, line_of
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SPEC_DIR = REPO_ROOT / "spec"
+SEEDS_ENV = "AUTOGRAD_CONFORMANCE_SEEDS"
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@dataclass
+class LoadResult:
+    cases: list[Case] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class LineDict(dict):
+    """A mapping from the YAML file that remembers where it and each of its keys start."""
+
+    line: int
+    key_lines: dict[Any, int]
+    text_lines: dict[Any, int]
+
+
+class LineList(list):
+    line: int
+
+
+class _LineLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that records line numbers and reports duplicate keys."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[int, str]] = []
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    mapping = LineDict()
+    mapping.line = node.start_mark.line + 1
+    mapping.key_lines = {}
+    mapping.text_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                "found an unhashable key", key_node.start_mark,
+            ) from None
+        line = key_node.start_mark.line + 1
+        if key in mapping:
+            loader.duplicates.append((line, f"duplicate key {key!r} (first on line "
+                                            f"{mapping.key_lines[key]})"))
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        mapping.key_lines[key] = line
+        # A block scalar (`run: |`) starts its text on the line after the indicator.
+        block = isinstance(value_node, yaml.ScalarNode) and value_node.style in ("|", ">")
+        mapping.text_lines[key] = value_node.start_mark.line + 1 + (1 if block else 0)
+    return mapping
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+    items = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    items.line = node.start_mark.line + 1
+    return items
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
+    """Parse a YAML file with line numbers; returns the data and `(line, message)` problems."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [(1, f"cannot read the file: {exc}")]
+    loader = _LineLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        return None, [(line, f"invalid YAML: {exc.problem or exc.context}")]
+    except yaml.YAMLError as exc:
+        return None, [(1, f"invalid YAML: {exc}")]
+    finally:
+        loader.dispose()
+    return data, list(loader.duplicates)
+
+
+@dataclass
+class SpecResources:
+    """What cases are checked against: the schema, the feature registry, the API, the seeds."""
+
+    spec_dir: Path
+    seed_dirs: list[Path]
+    features: frozenset[str] | None = None
+    api: Api | None = None
+    schema: Any = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, spec_dir: Path | None = None, seed_dirs: Sequence[Path] | None = None
+             ) -> SpecResources:
+        spec_dir = Path(spec_dir) if spec_dir is not None else DEFAULT_SPEC_DIR
+        resources = cls(spec_dir, list(seed_dirs) if seed_dirs is not None else default_seeds())
+        resources._load_features(spec_dir / "features.yaml")
+        resources._load_api(spec_dir / "api.yaml")
+        resources._load_schema(spec_dir / "case.schema.json")
+        return resources
+
+    def _load_features(self, path: Path) -> None:
+        if not path.exists():
+            self.problems.append(Problem(str(path), 1, "feature registry not found"))
+            return
+        data, problems = read_yaml(path)
+        self.problems += [Problem(str(path), line, msg) for line, msg in problems]
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            self.problems.append(Problem(str(path), 1, "must be a mapping of name: description"))
+            return
+        self.features = frozenset(str(name) for name in data)
+
+    def _load_api(self, path: Path) -> None:
+        if not path.exists():
+            self.problems.append(Problem(str(path), 1, "API vocabulary not found"))
+            return
+        data, problems = read_yaml(path)
+        self.problems += [Problem(str(path), line, msg) for line, msg in problems]
+        try:
+            self.api = Api.from_mapping(data)
+        except ApiFormatError as exc:
+            self.problems.append(Problem(str(path), line_of(data) or 1, str(exc)))
+
+    def _load_schema(self, path: Path) -> None:
+        if not path.exists():
+            return  # The schema serves editors; the loader's own structure check still runs.
+        try:
+            import jsonschema
+
+            schema = json.loads(path.read_text(encoding="utf-8"))
+            jsonschema.Draft202012Validator.check_schema(schema)
+            self.schema = jsonschema.Draft202012Validator(schema)
+        except (OSError, ValueError, jsonschema.SchemaError) as exc:
+            self.problems.append(Problem(str(path), 1, f"unusable JSON Schema: {exc}"))
+
+    def seed_text(self, doc: str) -> str | None:
+        return _seed_text(tuple(self.seed_dirs), doc)
+
+
+def default_seeds() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get(SEEDS_ENV, "").split(os.pathsep) if p]
+    return dirs + [REPO_ROOT.parent / "shared" / "seeds"]
+
+
+@lru_cache(maxsize=64)
+def _seed_text(seed_dirs: tuple[Path, ...], doc: str) -> str | None:
+    if "/" in doc or "\\" in doc or doc.startswith("."):
+        return None
+    for directory in seed_dirs:
+        path = directory / doc
+        if path.is_file():
+            return _collapse(path.read_text(encoding="utf-8"))
+    return None
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def case_files(paths: Iterable[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            files += sorted(p for p in path.glob("*.yaml") if p.is_file())
+        else:
+            files.append(path)
+    return files
+
+
+def load(paths: Iterable[Path], resources: SpecResources | None = None) -> LoadResult:
+    """Load every case file under `paths` (files or directories) and check all of it."""
+    resources = resources or SpecResources.load()
+    result = LoadResult(problems=list(resources.problems))
+    seen: dict[str, str] = {}
+    for path in case_files(paths):
+        if not path.exists():
+            result.problems.append(Problem(str(path), 1, "no such file or directory"))
+            continue
+        cases, problems = load_file(path, resources, seen)
+        result.cases += cases
+        result.problems += problems
+    return result
+
+
+def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None = None
+              ) -> tuple[list[Case], list[Problem]]:
+    """Load one case file. `seen` maps ids to `file:line` across files, for duplicates."""
+    seen = {} if seen is None else seen
+    name = str(path)
+    data, yaml_problems = read_yaml(path)
+    problems = [Problem(name, line, message) for line, message in yaml_problems]
+    if data is None and not problems:
+        problems.append(Problem(name, 1, "empty file: a case file is a YAML list of cases"))
+    if data is None:
+        return [], problems
+    if not isinstance(data, list):
+        kind = "a mapping" if isinstance(data, Mapping) else type(data).__name__
+        problems.append(Problem(name, line_of(data) or 1,
+                                f"the top level must be a list of cases, not {kind}"))
+        return [], problems
+    schema_lines = _schema_problems(data, resources, name, problems)
+    cases = []
+    for index, item in enumerate(data):
+        line = line_of(item) or line_of(data) or 1
+        if index in schema_lines:
+            continue  # The schema already said what is wrong with this entry.
+        try:
+            case = Case.from_dict(item, file=name)
+        except CaseFormatError as exc:
+            problems += [Problem(name, at or line, msg) for at, msg in exc.problems]
+            continue
+        problems += _check_case(case, path.stem, resources, seen, name)
+        cases.append(case)
+    problems.sort()
+    return cases, problems
+
+
+def _schema_problems(data: list[Any], resources: SpecResources, name: str,
+                     problems: list[Problem]) -> set[int]:
+    if resources.schema is None:
+        return set()
+    bad: set[int] = set()
+    for error in resources.schema.iter_errors(data):
+        path = list(error.absolute_path)
+        node: Any = data
+        line = line_of(data) or 1
+        for key in path:
+            line = line_of(node, key) if isinstance(node, Mapping) else line_of(node) or line
+            try:
+                node = node[key]
+            except (KeyError, IndexError, TypeError):
+                break
+            line = line_of(node) or line
+        if path and isinstance(path[0], int):
+            bad.add(path[0])
+        where = "/".join(str(p) for p in path) or "top level"
+        problems.append(Problem(name, line or 1, f"schema: {where}: {error.message}"))
+    return bad
+
+
+def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str, str],
+                name: str) -> list[Problem]:
+    problems: list[Problem] = []
+    line = case.line or 1
+
+    def add(at: int | None, message: str) -> None:
+        problems.append(Problem(name, at or line, f"case {case.id}: {message}"))
+
+    if case.id in seen:
+        add(line_of(case.raw, "id"), f"duplicate id (first defined at {seen[case.id]})")
+    else:
+        seen[case.id] = f"{name}:{line}"
+    if case.topic != stem:
+        add(line_of(case.raw, "id"), f"id must start with '{stem}.' (the file's stem)")
+    if resources.features is not None:
+        for feature in case.features:
+            if feature not in resources.features:
+                add(line_of(case.raw, "features"),
+                    f"unknown feature '{feature}' (register it in spec/features.yaml)")
+    for source in (*case.sources, *case.errata):
+        text = resources.seed_text(source.doc)
+        if text is None:
+            add(source.line, f"source document '{source.doc}' not found in "
+                f"{', '.join(map(str, resources.seed_dirs))} (set ${SEEDS_ENV})")
+        elif _collapse(source.quote) not in text:
+            add(source.line, f"quote not found in {source.doc}: {source.quote[:60]!r}")
+    if resources.api is not None:
+        defined: set[str] = set()
+        for index, step in enumerate(case.steps):
+            base = step.run_line or step.line or line
+            for problem in check_snippet(step.run, resources.api, defined):
+                add(base + problem.line - 1, f"step {index}: {problem.message}")
+            for (key, _), key_line in zip(step.expect, step.expect_lines, strict=True):
+                for problem in check_expression(key, resources.api, defined):
+                    add(key_line or step.line, f"step {index}: expect {key!r}: {problem.message}")
+            for key, expected in step.expect:
+                if isinstance(expected, Mapping) and "np" in expected:
+                    for message in _check_np(expected["np"]):
+                        add(line_of(expected, "np"), f"step {index}: expect {key!r}: {message}")
+    return problems
+
+
+def _check_np(source: Any) -> list[str]:
+    """`{np: ...}` expressions see only `np` and the namespace's arrays: no private names."""
+    if not isinstance(source, str):
+        return ["'np' must be a NumPy expression string"]
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        return [f"'np' is not a Python expression: {exc.msg}"]
+    return [
+        f"'np' expression may not use '{name}' (names starting with '_')"
+        for node in ast.walk(tree)
+        for name in [getattr(node, "id", None) or getattr(node, "attr", None)]
+        if isinstance(name, str) and name.startswith("_")
+    ]

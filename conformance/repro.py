@@ -1,0 +1,114 @@
+"""A standalone Python script that replays a case on an engine up to the step that failed.
+
+The script imports the engine's own module (`import torch`, `import refimpl as torch`), draws
+`torch.rand`/`randn` data from the same NumPy generator the runner uses, runs every step and
+prints each observation next to its expected value, so the failure can be studied without the
+runner. (`nn` modules keep the engine's own initial parameters in the script.)
+"""
+
+from __future__ import annotations
+
+from conformance.case import Case
+from conformance.engines.base import Engine
+
+HELPERS = '''
+def grad_fn_name(t):
+    return None if t.grad_fn is None else type(t.grad_fn).__name__
+
+
+def node_name(n):
+    return None if n is None else type(n).__name__
+
+
+def graph(t):
+    def render(n):
+        if n is None:
+            return "None"
+        children = [f for f, _ in getattr(n, "next_functions", ())]
+        inner = ", ".join(render(c) for c in children)
+        return type(n).__name__ + (f"({inner})" if children else "")
+    return None if t.grad_fn is None else render(t.grad_fn)
+
+
+def shape(t):
+    return list(t.shape)
+
+
+def dtype(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def device(t):
+    return str(t.device)
+
+
+def value(t):
+    return t.detach().cpu().numpy()
+'''
+
+RANDOM = '''
+_rng = np.random.default_rng(SEED)
+
+
+def _draw(fill, size, dtype=None, requires_grad=False, device=None):
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    kwargs = {"dtype": dtype or torch.float32, "requires_grad": requires_grad}
+    if device is not None:
+        kwargs["device"] = device
+    return torch.tensor(fill(tuple(size)), **kwargs)
+
+
+def _like(fill):
+    return lambda t, dtype=None, requires_grad=False, device=None: _draw(
+        fill, (tuple(t.shape),), dtype or t.dtype, requires_grad, device or t.device)
+
+
+def _manual_seed(seed):
+    _rng.bit_generator.state = np.random.PCG64(seed).state
+
+
+# The runner feeds every engine the same numbers: random data comes from NumPy.
+torch.rand = lambda *size, **kw: _draw(_rng.random, size, **kw)
+torch.randn = lambda *size, **kw: _draw(_rng.standard_normal, size, **kw)
+torch.rand_like = _like(_rng.random)
+torch.randn_like = _like(_rng.standard_normal)
+torch.manual_seed = _manual_seed
+'''
+
+
+def repro_script(case: Case, engine: Engine, seed: int | None = None,
+                 last_step: int | None = None) -> str:
+    """The script for `case` on `engine`, running steps up to `last_step` (all when None)."""
+    seed = case.seed if seed is None else seed
+    steps = case.steps if last_step is None else case.steps[: last_step + 1]
+    lines = [
+        f"# Repro: case {case.id} on engine {engine.name} {engine.version} (seed {seed}).",
+        f"# Rule: {case.rule}",
+        "import warnings",
+        "",
+        "import numpy as np",
+        "",
+        f"SEED = {seed}",
+        engine.repro_prelude().rstrip(),
+    ]
+    if engine.repro_prelude().startswith("import"):
+        lines.append(RANDOM.rstrip())
+    lines += [HELPERS.rstrip(), "", 'warnings.simplefilter("always")']
+    for index, step in enumerate(steps):
+        lines += ["", f"# step {index}"]
+        if step.raises is not None:
+            lines += ["try:"] + ["    " + line for line in step.run.rstrip().splitlines()]
+            lines += [
+                "except Exception as error:",
+                f'    print("step {index} raised", type(error).__name__, "-", error)',
+                "else:",
+                f'    print("step {index} raised nothing; expected {step.raises.type}")',
+            ]
+        else:
+            lines += step.run.rstrip().splitlines()
+        for warn in step.warns:
+            lines.append(f"# expects warning {warn.type}: {warn.message}")
+        for key, expected in step.expect:
+            lines.append(f"print({key!r}, '=', repr({key}), '| expected:', {expected!r})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,263 @@
+"""Array backends: the only module that imports NumPy or CuPy.
+
+Every tensor lives on a :class:`device`; each device type has a :class:`Backend` holding its
+array module (``xp``: NumPy for ``cpu``, CuPy for ``cuda``) and the two explicit host
+transfers. Ops receive ``xp`` and never import an array library themselves, so a host/device
+mix-up cannot hide in op code.
+
+Tests (or a machine without CuPy) can install any CuPy-like module as the cuda backend::
+
+    import refimpl
+    refimpl._backend.install_cuda_module(my_cupy_like_module)
+    refimpl.ones(3, device="cuda")      # arrays now come from my_cupy_like_module
+    refimpl._backend.install_cuda_module(None)   # back to real CuPy, if usable
+
+The module must provide CuPy's array API subset that the ops use (``asarray``, ``asnumpy``,
+ufuncs, reductions, ``.get()`` on arrays).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy
+
+from refimpl import _dtype
+
+__all__ = ["Backend", "device", "install_cuda_module", "cuda_is_available", "numpy_dtype",
+           "dtype_of", "host_rng", "to_numpy", "CUDA_NOT_ENABLED"]
+
+CUDA_NOT_ENABLED = "Torch not compiled with CUDA enabled"
+
+_NP_DTYPE = {d: numpy.dtype(d.name) for d in _dtype.ALL}
+_FROM_NP = {numpy.dtype(d.name): d for d in _dtype.ALL}
+
+
+def numpy_dtype(d: _dtype.dtype) -> Any:
+    """The array-library dtype object for ``d`` (NumPy and CuPy share them)."""
+    return _NP_DTYPE[d]
+
+
+def dtype_of(array: Any) -> _dtype.dtype:
+    """The refimpl dtype of a backend array; refuses element types refimpl does not model."""
+    try:
+        return _FROM_NP[array.dtype]
+    except KeyError:
+        raise TypeError(
+            f"refimpl supports the dtypes {[d.name for d in _dtype.ALL]}, got {array.dtype}; "
+            "convert the data to one of them first"
+        ) from None
+
+
+class Backend:
+    """How one device type stores arrays: ``xp`` and the explicit host transfers."""
+
+    __slots__ = ("xp", "array_type")
+
+    def __init__(self, xp: ModuleType) -> None:
+        self.xp = xp
+        self.array_type = xp.ndarray
+
+    def from_host(self, host_array: numpy.ndarray) -> Any:
+        """Copy a NumPy array onto this backend (identity for NumPy)."""
+        if self.xp is numpy:
+            return host_array
+        return self.xp.asarray(host_array)
+
+    def to_host(self, array: Any) -> numpy.ndarray:
+        """Copy a backend array to a NumPy array (identity for NumPy)."""
+        if self.xp is numpy:
+            return array
+        return self.xp.asnumpy(array)
+
+
+_CPU = Backend(numpy)
+_cuda_override: ModuleType | None = None
+_cuda_backend: Backend | None = None
+_cuda_probed = False
+
+
+def _real_cupy() -> ModuleType | None:
+    try:
+        import cupy  # noqa: PLC0415 - optional dependency, imported on first cuda request
+    except ImportError:
+        return None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None
+    except Exception:  # CuPy raises its own runtime errors when no driver is present
+        return None
+    return cupy
+
+
+def install_cuda_module(module: ModuleType | None) -> None:
+    """Use ``module`` (a CuPy-like array module) as the cuda backend; ``None`` restores CuPy.
+
+    Tensors created on cuda before the switch keep their arrays; create new ones after it.
+    """
+    global _cuda_override, _cuda_backend, _cuda_probed
+    _cuda_override = module
+    _cuda_backend = Backend(module) if module is not None else None
+    _cuda_probed = module is not None
+
+
+def _cuda() -> Backend | None:
+    global _cuda_backend, _cuda_probed
+    if not _cuda_probed:
+        _cuda_probed = True
+        cupy = _real_cupy()
+        _cuda_backend = Backend(cupy) if cupy is not None else None
+    return _cuda_backend
+
+
+def cuda_is_available() -> bool:
+    """``torch.cuda.is_available()``: True when CuPy sees a GPU or a stand-in is installed."""
+    return _cuda() is not None
+
+
+class device:  # noqa: N801 - PyTorch spells it torch.device
+    """``torch.device``: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 0)``."""
+
+    __slots__ = ("type", "index")
+
+    def __new__(cls, spec: str | device, index: int | None = None) -> device:
+        if isinstance(spec, device):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError(f"device() expects a string such as 'cpu' or 'cuda:0', got {spec!r}")
+        name, _, idx = spec.partition(":")
+        if name not in ("cpu", "cuda"):
+            raise RuntimeError(
+                "Expected one of cpu, cuda device type at start of device string: " + spec
+            )
+        if idx:
+            index = int(idx)
+        self = object.__new__(cls)
+        self.type = name
+        self.index = index
+        return self
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, device) and other.type == self.type
+                and other.index == self.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+
+CPU = device("cpu")
+CUDA0 = device("cuda", 0)
+
+
+def resolve_device(spec: str | device | None) -> device:
+    """The concrete device a tensor lives on (``'cuda'`` means ``cuda:0``).
+
+    Asking for cuda where no CUDA device is usable raises what CPU-only PyTorch raises.
+    """
+    if spec is None:
+        return CPU
+    d = device(spec)
+    if d.type == "cpu":
+        return CPU
+    if _cuda() is None:
+        raise AssertionError(CUDA_NOT_ENABLED)
+    if d.index not in (None, 0):
+        raise RuntimeError(
+            f"CUDA error: invalid device ordinal (refimpl uses one GPU, cuda:0; got {d})"
+        )
+    return CUDA0
+
+
+def backend_of(d: device) -> Backend:
+    """The backend that stores arrays for device ``d`` (already resolved)."""
+    if d.type == "cpu":
+        return _CPU
+    b = _cuda()
+    if b is None:
+        raise AssertionError(CUDA_NOT_ENABLED)
+    return b
+
+
+def device_of_array(array: Any) -> device:
+    """Which device a backend array belongs to."""
+    return CPU if isinstance(array, numpy.ndarray) else CUDA0
+
+
+def host_rng(seed: int | None = None) -> numpy.random.Generator:
+    """A host random generator; random tensors are drawn on the host then moved."""
+    return numpy.random.default_rng(seed)
+
+
+def to_numpy(value: Any) -> numpy.ndarray:
+    """Turn nested Python data into a host NumPy array (the start of ``refimpl.tensor``)."""
+    return numpy.asarray(value)
+
+
+def is_host_array(value: Any) -> bool:
+    return isinstance(value, numpy.ndarray | numpy.generic)
+
+
+def move_array(array: Any, dtype: _dtype.dtype, target: device) -> Any:
+    """A copy of ``array`` with element type ``dtype`` on device ``target``."""
+    np_dtype = _NP_DTYPE[dtype]
+    source = device_of_array(array)
+    if source == target:
+        return array.astype(np_dtype, copy=True)
+    if target.type == "cpu":
+        return backend_of(source).to_host(array).astype(np_dtype, copy=False)
+    host = array.astype(np_dtype, copy=False)
+    return backend_of(target).from_host(host)
+
+
+def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray:
+    """Host array for ``refimpl.tensor(data)`` with PyTorch's dtype inference.
+
+    Python floats become float32, ints int64, bools bool, complex numbers complex64; a NumPy
+    array keeps its dtype.
+    """
+    keep = isinstance(data, numpy.ndarray | numpy.generic)
+    arr = numpy.asarray(data)
+    if dtype is not None:
+        return arr.astype(_NP_DTYPE[dtype])
+    if keep and arr.dtype in _FROM_NP:
+        return arr
+    kind = arr.dtype.kind
+    if kind == "b":
+        return arr.astype(numpy.bool_)
+    if kind in "iu":
+        return arr.astype(numpy.int64)
+    if kind == "c":
+        return arr.astype(numpy.complex64)
+    if kind == "f" or arr.size == 0:
+        return arr.astype(numpy.float32)
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}; pass numbers, bools or "
+                    "nested lists of them")
+
+
+def as_host(array: numpy.ndarray, dtype: _dtype.dtype) -> numpy.ndarray:
+    """``array`` converted to ``dtype`` on the host."""
+    return array.astype(_NP_DTYPE[dtype], copy=False)
+
+
+def filled(shape: tuple[int, ...], value: Any, dtype: _dtype.dtype) -> numpy.ndarray:
+    """A host array of ``shape`` filled with ``value``."""
+    return numpy.full(shape, value, dtype=_NP_DTYPE[dtype])
+
+
+def arange(start: Any, end: Any, step: Any, dtype: _dtype.dtype) -> numpy.ndarray:
+    """Host ``arange`` computed in double precision, then cast (PyTorch's rounding)."""
+    return numpy.arange(start, end, step, dtype=numpy.float64).astype(_NP_DTYPE[dtype])
+
+
+def dtype_of_np(np_dtype: Any) -> _dtype.dtype:
+    """The refimpl dtype for an array-library dtype object."""
+    return _FROM_NP[np_dtype]

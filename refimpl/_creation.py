@@ -1,0 +1,197 @@
+"""Tensor factories: ``tensor``, ``rand``, ``randn``, ``ones``, ``zeros``, ``full``, ``arange``,
+the ``*_like`` forms and ``manual_seed``.
+
+Random numbers come from one host generator (seeded by ``manual_seed``) and are moved to the
+requested device, so a seed gives the same values on cpu and cuda.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from refimpl import _backend, _dtype
+from refimpl._tensor import Tensor, wrap
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "rand", "randn", "ones", "zeros", "full",
+           "empty", "arange", "rand_like", "randn_like", "ones_like", "zeros_like", "full_like",
+           "empty_like", "manual_seed", "Generator", "is_tensor"]
+
+REQUIRES_GRAD_DTYPE = "Only Tensors of floating point and complex dtype can require gradients"
+COPY_CONSTRUCT_WARNING = (
+    "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+    "sourceTensor.detach().clone().requires_grad_(True), rather than "
+    "torch.tensor(sourceTensor)."
+)
+
+
+class Generator:
+    """The default random generator; ``manual_seed`` returns it, as in PyTorch."""
+
+    __slots__ = ("_rng", "_seed")
+
+    def __init__(self, seed: int = 0) -> None:
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._seed = int(seed)
+        self._rng = _backend.host_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the generator behind ``rand``/``randn`` and return it."""
+    return default_generator.manual_seed(seed)
+
+
+def is_tensor(obj: object) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def _size(size: Sequence[Any]) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        return tuple(int(s) for s in size)
+    except TypeError:
+        raise TypeError(f"size must be a sequence of ints, got {size!r}") from None
+
+
+def _finish(host: Any, dtype: _dtype.dtype, device: Any, requires_grad: bool) -> Tensor:
+    dev = _backend.resolve_device(device)
+    if requires_grad and dtype.kind not in "fc":
+        raise RuntimeError(REQUIRES_GRAD_DTYPE)
+    t = wrap(_backend.backend_of(dev).from_host(host), dev)
+    t._requires_grad = bool(requires_grad)
+    return t
+
+
+def tensor(data: Any, *, dtype: _dtype.dtype | None = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (numbers or nested lists)."""
+    if isinstance(data, Tensor):
+        warnings.warn(COPY_CONSTRUCT_WARNING, UserWarning, stacklevel=2)
+        host = data._host()
+        dtype = dtype or data.dtype
+        device = device if device is not None else data._device
+        return _finish(_backend.host_array_from_data(host, dtype).copy(), dtype, device,
+                       requires_grad)
+    host = _backend.host_array_from_data(data, dtype).copy()
+    return _finish(host, dtype or _backend.dtype_of(host), device, requires_grad)
+
+
+def as_tensor(data: Any, dtype: _dtype.dtype | None = None, device: Any = None) -> Tensor:
+    if isinstance(data, Tensor) and dtype in (None, data.dtype) and (
+            device is None or _backend.resolve_device(device) == data._device):
+        return data
+    return tensor(data._host() if isinstance(data, Tensor) else data, dtype=dtype,
+                  device=device)
+
+
+def from_numpy(array: Any) -> Tensor:
+    """A cpu tensor sharing memory with NumPy array ``array``."""
+    if not _backend.is_host_array(array):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    _backend.dtype_of(array)
+    return wrap(array, _backend.CPU)
+
+
+def _random(kind: str, size: Sequence[Any], dtype: _dtype.dtype | None, device: Any,
+            requires_grad: bool, generator: Generator | None) -> Tensor:
+    dtype = dtype or _dtype.float32
+    if dtype.kind not in "fc":
+        raise RuntimeError(f"\"check_uniform_bounds\" not implemented for '{dtype.legacy_name}'")
+    rng = (generator or default_generator)._rng
+    shape = _size(size)
+    host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
+    return _finish(_backend.as_host(host, dtype), dtype, device, requires_grad)
+
+
+def rand(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+         requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Uniform samples on [0, 1)."""
+    return _random("rand", size, dtype, device, requires_grad, generator)
+
+
+def randn(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+          requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", size, dtype, device, requires_grad, generator)
+
+
+def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = None,
+         device: Any = None, requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = _dtype.result_type_of((fill_value,))
+    host = _backend.filled(_size((size,)), fill_value, dtype)
+    return _finish(host, dtype, device, requires_grad)
+
+
+def ones(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    dtype = dtype or _dtype.float32
+    return _finish(_backend.filled(_size(size), 1, dtype), dtype, device, requires_grad)
+
+
+def zeros(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    dtype = dtype or _dtype.float32
+    return _finish(_backend.filled(_size(size), 0, dtype), dtype, device, requires_grad)
+
+
+empty = zeros
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: _dtype.dtype | None = None,
+           device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` up to ``end`` (exclusive) by ``step``; int64 unless a float is given."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        floats = any(isinstance(v, float) for v in (start, end, step))
+        dtype = _dtype.float32 if floats else _dtype.int64
+    return _finish(_backend.arange(start, end, step, dtype), dtype, device, requires_grad)
+
+
+def _like(t: Tensor, dtype: _dtype.dtype | None, device: Any) -> tuple[_dtype.dtype, Any]:
+    return dtype or t.dtype, device if device is not None else t._device
+
+
+def rand_like(input: Tensor, *, dtype: _dtype.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return rand(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype: _dtype.dtype | None = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return randn(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype: _dtype.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def zeros_like(input: Tensor, *, dtype: _dtype.dtype | None = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+empty_like = zeros_like
+
+
+def full_like(input: Tensor, fill_value: Any, *, dtype: _dtype.dtype | None = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    dtype, device = _like(input, dtype, device)
+    return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)

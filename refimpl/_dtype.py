@@ -1,0 +1,117 @@
+"""Data types, named and promoted as PyTorch names and promotes them.
+
+Only names live here; the array libraries' dtype objects are looked up by ``refimpl._backend``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "dtype", "float32", "float64", "int32", "int64", "bool", "complex64", "complex128",
+    "promote_types", "result_type_of", "get_default_dtype",
+]
+
+_builtin_bool = bool
+
+
+class dtype:  # noqa: N801 - PyTorch spells it torch.dtype
+    """A tensor element type: ``refimpl.float32`` prints as ``torch.float32``, like PyTorch."""
+
+    __slots__ = ("name", "kind", "itemsize", "legacy_name")
+
+    def __init__(self, name: str, kind: str, itemsize: int, legacy_name: str) -> None:
+        self.name = name
+        self.kind = kind  # one of "b" (bool), "i" (integer), "f" (floating), "c" (complex)
+        self.itemsize = itemsize
+        self.legacy_name = legacy_name  # "Float" in torch.FloatTensor and in error messages
+
+    @property
+    def is_floating_point(self) -> _builtin_bool:
+        return self.kind == "f"
+
+    @property
+    def is_complex(self) -> _builtin_bool:
+        return self.kind == "c"
+
+    def __repr__(self) -> str:
+        return "torch." + self.name
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+bool = dtype("bool", "b", 1, "Bool")  # noqa: A001 - torch.bool
+int32 = dtype("int32", "i", 4, "Int")
+int64 = dtype("int64", "i", 8, "Long")
+float32 = dtype("float32", "f", 4, "Float")
+float64 = dtype("float64", "f", 8, "Double")
+complex64 = dtype("complex64", "c", 8, "ComplexFloat")
+complex128 = dtype("complex128", "c", 16, "ComplexDouble")
+
+ALL = (bool, int32, int64, float32, float64, complex64, complex128)
+BY_NAME = {d.name: d for d in ALL}
+_RANK = {"b": 0, "i": 1, "f": 2, "c": 3}
+_COMPLEX_OF = {float32: complex64, float64: complex128}
+_REAL_OF = {complex64: float32, complex128: float64}
+
+
+def get_default_dtype() -> dtype:
+    """PyTorch's default floating type (float32); refimpl does not let it change."""
+    return float32
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """``torch.promote_types``: the smallest type both ``a`` and ``b`` convert to safely."""
+    if a is b:
+        return a
+    ra, rb = _RANK[a.kind], _RANK[b.kind]
+    if ra != rb:
+        hi, lo = (a, b) if ra > rb else (b, a)
+        if hi.kind == "c" and lo.kind == "f" and lo.itemsize > _REAL_OF[hi].itemsize:
+            return _COMPLEX_OF[lo]
+        return hi
+    return a if a.itemsize >= b.itemsize else b
+
+
+def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    # Mirrors ATen's combine_categories: a higher-priority operand group (dimensioned tensors
+    # over zero-dim tensors over Python numbers) keeps its type unless a lower group is of a
+    # higher category (bool < integer < floating < complex).
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.kind == "c":
+        return higher
+    if lower.kind == "c":
+        return _COMPLEX_OF[higher] if higher.kind == "f" else lower
+    if higher.kind == "f":
+        return higher
+    if higher.kind == "b" or lower.kind == "f":
+        return promote_types(higher, lower)
+    return higher
+
+
+def _scalar_dtype(value: object) -> dtype:
+    if isinstance(value, _builtin_bool):
+        return bool
+    if isinstance(value, int):
+        return int64
+    if isinstance(value, complex):
+        return complex64
+    return float32
+
+
+def result_type_of(operands: tuple) -> dtype:
+    """``torch.result_type`` for tensors and Python numbers, with PyTorch's three priorities."""
+    dim_result = zero_result = wrapped_result = None
+    for op in operands:
+        if isinstance(op, (_builtin_bool, int, float, complex)):
+            d = _scalar_dtype(op)
+            wrapped_result = d if wrapped_result is None else promote_types(wrapped_result, d)
+        elif op.dim() == 0:
+            d = op.dtype
+            zero_result = d if zero_result is None else promote_types(zero_result, d)
+        else:
+            d = op.dtype
+            dim_result = d if dim_result is None else promote_types(dim_result, d)
+    return _combine_categories(dim_result, _combine_categories(zero_result, wrapped_result))

@@ -1,0 +1,362 @@
+"""``Tensor``: an array on a device plus the autograd state PyTorch keeps beside it.
+
+Flags and their rules (``requires_grad``, ``is_leaf``, ``grad``, ``retain_grad``, ``detach``,
+...) live here with PyTorch 2.13's messages. Math lives in ``refimpl.ops``; the methods that
+call it are bound at the end of ``refimpl.ops.functional``.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any
+
+from refimpl import _backend, _dtype
+
+__all__ = ["Tensor", "Size", "wrap"]
+
+NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. "
+    "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
+    "instead. See github.com/pytorch/pytorch/pull/30531 for more information."
+)
+NON_LEAF_FLAG = "you can only change requires_grad flags of leaf variables."
+NON_LEAF_FLAG_OFF = (
+    NON_LEAF_FLAG + " If you want to use a computed variable in a subgraph that doesn't require "
+    "differentiation use var_no_grad = var.detach()."
+)
+DETACH_VIEW = (
+    "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+    "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of DDP "
+    "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
+    "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
+)
+
+
+class Size(tuple):
+    """``torch.Size``: a tuple of ints that prints as ``torch.Size([2, 3])``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
+
+    __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
+                 "_vc", "_base", "_view_fn", "_grad_acc", "__weakref__")
+
+    # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
+    __hash__ = object.__hash__
+
+    # ---------------------------------------------------------------- autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self._grad_fn is not None:
+            raise RuntimeError(NON_LEAF_FLAG_OFF if not value else NON_LEAF_FLAG)
+        if value and self.dtype.kind not in "fc":
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients")
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place on a leaf and return the tensor itself."""
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(NON_LEAF_FLAG_OFF)
+            return self
+        if requires_grad and self.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._grad_fn
+
+    @property
+    def grad(self) -> Tensor | None:
+        if self._grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
+                                f"type {type(value).__name__}")
+            if value._device is not self._device:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with device type '{value._device.type}' "
+                    f"to a tensor with device type '{self._device.type}'. Please ensure that "
+                    "the gradient and the tensor are on the same device")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a "
+                    f"tensor of size '{list(self.shape)}'. Please ensure that the gradient and "
+                    "the tensor are the same size")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{_C_NAMES[value.dtype]}' to a "
+                    f"tensor with grad_dtype '{self.dtype.legacy_name}'. The gradient must match "
+                    "the tensor's grad_dtype (defaults to the tensor's dtype). You can set the "
+                    "tensor's grad_dtype attribute with a specific dtype, or None to allow any "
+                    "dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
+                    "its gradient may break downstream systems that assume they match.")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf's gradient in ``.grad`` during backward (no-op on leaves)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self._retains_grad:
+            return
+        ref = weakref.ref(self)
+
+        def retain(grad: Tensor) -> None:
+            t = ref()
+            if t is None or not t._retains_grad:
+                return
+            t._accumulate_grad(grad)
+
+        self._grad_fn.register_prehook(retain)
+        self._retains_grad = True
+
+    def _accumulate_grad(self, grad: Tensor) -> None:
+        # What AccumulateGrad (and a retained non-leaf) does with an incoming gradient: a fresh
+        # copy the first time, then in place, or out of place when building a graph.
+        from refimpl.autograd import grad_mode
+
+        old = self._grad
+        if old is None:
+            if grad_mode._state.enabled:
+                self._grad = grad.clone() if grad._requires_grad else _copy(grad)
+            else:
+                self._grad = _copy(grad)
+        elif grad_mode._state.enabled or old._requires_grad:
+            self._grad = old + grad
+        else:
+            old._data += grad._data.astype(old._data.dtype, copy=False)
+            old._bump_version()
+
+    def _grad_accumulator(self) -> Any:
+        from refimpl.autograd.graph import AccumulateGrad
+
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is None:
+            acc = AccumulateGrad(self)
+            self._grad_acc = weakref.ref(acc)
+        return acc
+
+    def _shared_version(self) -> list[int]:
+        if self._vc is None:
+            self._vc = [0]
+        return self._vc
+
+    def _bump_version(self) -> None:
+        if self._vc is None:
+            self._vc = [1]
+        else:
+            self._vc[0] += 1
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0] if self._vc is not None else 0
+
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing this tensor's data and version counter, not requiring grad."""
+        out = wrap(self._data, self._device)
+        out._vc = self._shared_version()
+        return out
+
+    def detach_(self) -> Tensor:
+        """Make this tensor a leaf that does not require grad; views refuse."""
+        if self._base is not None:
+            raise RuntimeError(DETACH_VIEW)
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        return wrap(self._data, self._device)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        self._data = value._data
+        self._device = value._device
+
+    # ---------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None) -> Size | int:
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    def nelement(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        return _backend.dtype_of(self._data)
+
+    @property
+    def device(self) -> _backend.device:
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def is_complex(self) -> bool:
+        return self.dtype.kind == "c"
+
+    def type(self) -> str:
+        """The legacy type name, ``torch.FloatTensor`` or ``torch.cuda.FloatTensor``."""
+        prefix = "torch.cuda." if self._device.type == "cuda" else "torch."
+        return f"{prefix}{self.dtype.legacy_name}Tensor"
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    # ---------------------------------------------------------------- conversion to Python
+    def _host(self) -> Any:
+        return _backend.backend_of(self._device).to_host(self._data)
+
+    def item(self) -> Any:
+        n = self._data.size
+        if n != 1:
+            raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
+        return self._host().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self._host().tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        """The data as a NumPy array sharing memory (cpu tensors that do not require grad)."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        if self._device.type != "cpu":
+            if not force:
+                raise TypeError(
+                    f"can't convert {self._device} device type tensor to numpy. Use "
+                    "Tensor.cpu() to copy the tensor to host memory first.")
+            return self._host()
+        return self._data
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "ib" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __repr__(self) -> str:
+        from refimpl._tensor_str import tensor_repr
+
+        return tensor_repr(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("refimpl tensors cannot be pickled; save t.tolist() instead")
+
+
+_C_NAMES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
+            _dtype.int64: "long", _dtype.bool: "bool", _dtype.complex64: "c10::complex<float>",
+            _dtype.complex128: "c10::complex<double>"}
+
+
+def wrap(data: Any, device: _backend.device) -> Tensor:
+    """A new leaf tensor around backend array ``data`` (no copy, requires_grad False)."""
+    t = Tensor.__new__(Tensor)
+    t._data = data
+    t._device = device
+    t._requires_grad = False
+    t._grad_fn = None
+    t._grad = None
+    t._retains_grad = False
+    t._vc = None
+    t._base = None
+    t._view_fn = None
+    t._grad_acc = None
+    return t
+
+
+def _copy(t: Tensor) -> Tensor:
+    return wrap(t._data.copy(), t._device)
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n

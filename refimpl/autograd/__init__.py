@@ -1,0 +1,123 @@
+"""``refimpl.autograd``: ``backward``, ``grad``, grad mode and the graph classes.
+
+Mirrors ``torch.autograd``::
+
+    x = refimpl.tensor(3.0, requires_grad=True)
+    (dx,) = refimpl.autograd.grad(x ** 2, x, create_graph=True)   # tensor(6., grad_fn=...)
+    (ddx,) = refimpl.autograd.grad(dx, x)                          # tensor(2.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from refimpl._tensor import Tensor
+from refimpl.autograd import graph
+from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
+from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+
+__all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
+           "is_grad_enabled"]
+
+CREATE_GRAPH_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using autograd.grad "
+    "when creating the graph to avoid this. If you have to use this function, make sure to "
+    "reset the .grad fields of your parameters to None after use to break the cycle and avoid "
+    "the leak."
+)
+_warned_create_graph = False
+
+
+def _as_list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got "
+                    f"{type(value).__name__}")
+
+
+def _grads_for(outputs: list[Tensor], grad_outputs: Any) -> list[Any]:
+    if grad_outputs is None:
+        return [None] * len(outputs)
+    given = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    if len(given) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(given)} gradients")
+    return given
+
+
+def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (or only into ``inputs``)."""
+    global _warned_create_graph
+    outputs = _as_list(tensors, "tensors")
+    grads = make_grads(outputs, _grads_for(outputs, grad_tensors))
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = None
+    if inputs is not None:
+        chosen = _as_list(inputs, "inputs")
+        if not chosen:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        targets = []
+        for t in chosen:
+            if t._grad_fn is None:
+                if not t._requires_grad:
+                    raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+                targets.append(t._grad_accumulator())
+            else:
+                t.retain_grad()
+                targets.append(t._grad_fn)
+    check_outputs(outputs)
+    if create_graph and not _warned_create_graph:
+        # PyTorch warns once per process.
+        _warned_create_graph = True
+        warnings.warn(CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+    run_backward(roots_of(outputs), grads, retain_graph=retain_graph,
+                 create_graph=create_graph, capture=targets, accumulate=True)
+
+
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+         allow_unused: bool | None = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
+    """d(outputs)/d(inputs), returned as a tuple, without touching any ``.grad``."""
+    outs = _as_list(outputs, "outputs")
+    ins = _as_list(inputs, "inputs")
+    if is_grads_batched:
+        raise RuntimeError("refimpl does not implement is_grads_batched=True; loop over the "
+                           "batch of grad_outputs instead")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if not ins:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    grads = make_grads(outs, _grads_for(outs, grad_outputs))
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in ins:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    check_outputs(outs)
+    targets = [t._grad_fn if t._grad_fn is not None else t._grad_accumulator() for t in ins]
+    captured = run_backward(roots_of(outs), grads, retain_graph=retain_graph,
+                            create_graph=create_graph, capture=targets, accumulate=False)
+    result: list[Tensor | None] = []
+    for i, (t, node) in enumerate(zip(ins, targets)):
+        g = captured.get(node)
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                from refimpl import _creation
+
+                g = _creation.zeros_like(t)
+        result.append(g)
+    return tuple(result)

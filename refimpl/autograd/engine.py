@@ -1,0 +1,162 @@
+"""The backward pass: an iterative walk over the graph with dependency counts.
+
+``run_backward`` first counts, for every node reachable from the roots, how many edges point
+at it; a node runs once all of them delivered (their gradients summed in its buffer). No
+recursion anywhere, so graph depth is bounded only by memory. Gradients are checked against
+the shape and dtype of the tensor each node produced and reduced/cast there, which is the one
+place broadcasting is undone. Saved tensors are released as each node finishes unless
+``retain_graph``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from refimpl._tensor import Tensor
+from refimpl.autograd import grad_mode
+from refimpl.autograd.graph import AccumulateGrad, Node
+
+
+def _validate(grad: Tensor, node: Node) -> Tensor:
+    from refimpl.ops import functional as F
+
+    if grad._data.shape != node._shape:
+        grad = F.sum_to(grad, node._shape)
+    if grad._data.dtype != node._dtype:
+        from refimpl import _backend
+
+        grad = F.to(grad, _backend.dtype_of_np(node._dtype))
+    return grad
+
+
+def _discover(roots: Sequence[Node]) -> dict[Node, int]:
+    """Dependency count of every node reachable from ``roots``."""
+    deps: dict[Node, int] = {}
+    stack = list(roots)
+    seen = set(roots)
+    while stack:
+        node = stack.pop()
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps
+
+
+def _needed(roots: Sequence[Node], deps: dict[Node, int], targets: set[Node]) -> set[Node]:
+    """Nodes from which some target is reachable (the only ones ``grad`` has to run)."""
+    remaining = dict(deps)
+    order: list[Node] = []
+    ready = [r for r in dict.fromkeys(roots) if remaining.get(r, 0) == 0]
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for nxt, _ in node.next_functions:
+            if nxt is None:
+                continue
+            remaining[nxt] -= 1
+            if remaining[nxt] == 0:
+                ready.append(nxt)
+    needed: set[Node] = set()
+    for node in reversed(order):
+        if node in targets or any(n in needed for n, _ in node.next_functions if n is not None):
+            needed.add(node)
+    return needed
+
+
+def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_graph: bool,
+                 create_graph: bool, capture: Sequence[Node] | None = None,
+                 accumulate: bool = True) -> dict[Node, Tensor]:
+    """Propagate ``root_grads`` from ``roots`` through the graph.
+
+    With ``capture`` (``autograd.grad``, ``backward(inputs=...)``) only nodes leading to those
+    nodes run, and the gradient arriving at each captured node is returned. ``accumulate``
+    False means ``AccumulateGrad`` nodes are not run (``autograd.grad`` leaves ``.grad`` alone).
+    """
+    deps = _discover(roots)
+    targets = set(capture) if capture is not None else None
+    needed = _needed(roots, deps, targets) if targets is not None else None
+    buffers: dict[Node, Tensor | None] = {}
+    captured: dict[Node, Tensor] = {}
+    prev_mode = grad_mode._state.enabled
+    grad_mode._state.enabled = create_graph
+    try:
+        for root, g in zip(roots, root_grads):
+            g = _validate(g, root)
+            old = buffers.get(root)
+            buffers[root] = g if old is None else old + g
+        ready = [r for r in dict.fromkeys(roots) if deps.get(r, 0) == 0]
+        while ready:
+            node = ready.pop()
+            grad = buffers.pop(node, None)
+            run = grad is not None and (needed is None or node in needed)
+            if run and node._pre_hooks is not None:
+                for hook in node._pre_hooks:
+                    hook(grad)
+            if run and targets is not None:
+                if node in targets:
+                    captured[node] = grad
+                if type(node) is AccumulateGrad:
+                    run = accumulate
+                else:  # run only to reach targets further down
+                    run = any(n in needed for n, _ in node.next_functions if n is not None)
+            grads = node.apply(grad) if run else ()
+            if run and not retain_graph:
+                node.release_variables()
+            for i, (nxt, _) in enumerate(node.next_functions):
+                if nxt is None:
+                    continue
+                g = grads[i] if run else None
+                if g is not None:
+                    g = _validate(g, nxt)
+                    old = buffers.get(nxt)
+                    buffers[nxt] = g if old is None else old + g
+                left = deps[nxt] - 1
+                deps[nxt] = left
+                if left == 0:
+                    ready.append(nxt)
+    finally:
+        grad_mode._state.enabled = prev_mode
+    return captured
+
+
+def roots_of(outputs: Sequence[Tensor]) -> list[Node]:
+    """The node each output's gradient enters: its grad_fn, or its AccumulateGrad for a leaf."""
+    return [t._grad_fn if t._grad_fn is not None else t._grad_accumulator() for t in outputs]
+
+
+def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[Tensor]:
+    """PyTorch's ``_make_grads``: ones for scalar outputs, shape checks for given gradients."""
+    from refimpl import _creation
+
+    grads = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if g is None:
+            if out._requires_grad:
+                if out._data.size != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if out.dtype.kind != "f":
+                    raise RuntimeError("grad can be implicitly created only for real scalar "
+                                       f"outputs but got {out.dtype!r}")
+            g = _creation.ones_like(out)
+        elif isinstance(g, Tensor):
+            if g._data.shape != out._data.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and "
+                    f"output[{i}] has a shape of {out.shape!r}.")
+        else:
+            raise TypeError("gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
+        grads.append(g)
+    return grads
+
+
+def check_outputs(outputs: Sequence[Tensor]) -> None:
+    for i, out in enumerate(outputs):
+        if not out._requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -1,0 +1,95 @@
+"""Backward graph nodes: ``grad_fn`` objects, ``AccumulateGrad`` and saved tensors.
+
+A node is created by an op that records the graph (see ``refimpl.ops``). It holds
+``next_functions`` (one ``(node | None, input_nr)`` pair per differentiable input), the tensors
+its derivative formulas need (saved with the version they had), the non-tensor facts those
+formulas need (``info``), and the shape and dtype of the tensor it produced, so the engine can
+reduce a broadcast gradient and cast it back in one place. Nodes never hold their output
+tensors: a chain of a million ops keeps only small node objects alive.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from refimpl._tensor import Tensor
+
+__all__ = ["Node", "AccumulateGrad", "FREED"]
+
+SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward."
+)
+
+# Marks a node whose saved tensors were released by a backward pass without retain_graph.
+FREED = ("<freed>",)
+
+
+def modified_message(tensor_type: str, shape: list[int], producer: str | None, version: int,
+                     expected: int) -> str:
+    """PyTorch's error for a saved tensor changed in place before backward used it."""
+    origin = f", which is output 0 of {producer}," if producer else ""
+    return (
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{tensor_type} {shape}]{origin} is at version {version}; expected version "
+        f"{expected} instead. Hint: enable anomaly detection to find the operation that failed to "
+        "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+    )
+
+
+class Node:
+    """Base of every backward node; ``type(node).__name__`` is PyTorch's class name."""
+
+    __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks",
+                 "__weakref__")
+
+    # Set on each generated subclass: the op-table row whose derivatives this node runs.
+    _row: Any = None
+
+    def name(self) -> str:
+        """The node's name as ``grad_fn.name()`` returns it in PyTorch."""
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    def register_prehook(self, hook: Any) -> None:
+        """Call ``hook(grad)`` with the gradient flowing into this node before it runs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        self._pre_hooks.append(hook)
+
+    def release_variables(self) -> None:
+        """Drop saved tensors, as a backward pass without ``retain_graph`` does."""
+        if self._saved is not None:
+            self._saved = FREED
+
+    def apply(self, grad: Tensor) -> list[Tensor | None]:
+        """Gradients for each entry of ``next_functions`` (``None`` where none is needed)."""
+        return self._row.backward(self, grad)
+
+
+class AccumulateGrad(Node):
+    """The node at a leaf that requires grad: adds incoming gradients into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+        self.next_functions = ()
+        self._saved = None
+        self._info = None
+        self._shape = variable._data.shape
+        self._dtype = variable._data.dtype
+        self._pre_hooks = None
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def apply(self, grad: Tensor) -> list[Tensor | None]:
+        self.variable._accumulate_grad(grad)
+        return []

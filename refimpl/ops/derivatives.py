@@ -1,0 +1,435 @@
+"""The op table: one row per PyTorch op overload, forward on arrays, derivatives in refimpl ops.
+
+Read a row as PyTorch's ``derivatives.yaml`` entry for the same overload: the node name is
+the class PyTorch 2.13 records, each formula gives one input's gradient, and the names a
+formula takes are what the node saves (see ``refimpl.ops.table``). Forwards receive arrays that
+callers already promoted to the result dtype; gradients are reduced to each input's shape and
+cast to its dtype by the engine, so formulas may return broadcast shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from refimpl import _backend
+from refimpl.ops import functional as F
+from refimpl.ops.table import defop
+
+# ------------------------------------------------------------------ helpers for formulas
+
+
+def sum_backward(grad: Any, shape: tuple[int, ...], dim: tuple[int, ...], keepdim: bool) -> Any:
+    """Spread a reduced gradient back over ``shape`` (PyTorch's ``sum_backward``)."""
+    if not keepdim and len(shape) > 0:
+        for d in sorted(d % len(shape) for d in dim):
+            grad = grad.unsqueeze(d)
+    return grad.expand(shape)
+
+
+def _reduced_count(shape: tuple[int, ...], dim: tuple[int, ...]) -> int:
+    n = 1
+    for d in dim:
+        n *= shape[d % len(shape)] if shape else 1
+    return n
+
+
+def _select_reduction_backward(grad: Any, dim: int, indices: Any, shape: tuple[int, ...],
+                               keepdim: bool) -> Any:
+    # Gradient of max/min along a dim: the incoming gradient lands at the selected index.
+    if not keepdim and len(shape) > 0:
+        grad = grad.unsqueeze(dim)
+        indices = indices.unsqueeze(dim)
+    positions = F.arange(shape[dim] if shape else 1, device=grad.device)
+    view = [1] * len(shape)
+    if shape:
+        view[dim % len(shape)] = shape[dim]
+    hit = positions.reshape(view) == indices
+    return F.where(hit, grad, F.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+def _evenly_distribute(grad: Any, self: Any, result: Any) -> Any:
+    mask = (self == result)
+    count = mask.sum()
+    return F.where(mask, grad / count, F.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+def _masked(grad: Any, mask: Any) -> Any:
+    return F.where(mask, grad, F.zeros((), dtype=grad.dtype, device=grad.device))
+
+
+def _within(self: Any, low: Any, high: Any) -> Any:
+    # The region where clamp passes its input through (either bound may be absent).
+    if low is None:
+        return self <= high
+    if high is None:
+        return self >= low
+    return (self >= low) & (self <= high)
+
+
+def _pow_self_grad(grad: Any, self: Any, exponent: Any) -> Any:
+    if not F.is_tensor(exponent):
+        if exponent == 0:
+            return F.zeros_like(self)
+        return grad * (exponent * self.pow(exponent - 1))
+    return _masked(grad * (exponent * self.pow(exponent - 1)), exponent != 0)
+
+
+def _pow_exponent_grad(grad: Any, base: Any, exponent: Any, result: Any) -> Any:
+    if not F.is_tensor(base):
+        if base == 0:
+            return _masked(grad * result * -math.inf, exponent < 0)
+        return grad * (result * math.log(base))
+    return _masked(grad * (result * base.log()), ~((base == 0) & (exponent >= 0)))
+
+
+def _maximum_grad(grad: Any, self: Any, other: Any, sign: int) -> Any:
+    # Ties split the gradient evenly, as PyTorch's maximum/minimum derivatives do.
+    win = (self > other) if sign > 0 else (self < other)
+    half = _masked(grad / 2, self == other)
+    return F.where(win, grad, half)
+
+
+# ------------------------------------------------------------------ arithmetic
+
+ADD = defop(
+    "add.Tensor", "AddBackward0",
+    lambda xp, self, other, *, alpha=1: self + other if alpha == 1 else self + alpha * other,
+    {"self": lambda grad: grad,
+     "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+)
+SUB = defop(
+    "sub.Tensor", "SubBackward0",
+    lambda xp, self, other, *, alpha=1: self - other if alpha == 1 else self - alpha * other,
+    {"self": lambda grad: grad,
+     "other": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+)
+RSUB = defop(
+    "rsub.Scalar", "RsubBackward1",
+    lambda xp, self, *, other, alpha=1: other - self if alpha == 1 else other - alpha * self,
+    {"self": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+)
+MUL = defop(
+    "mul.Tensor", "MulBackward0",
+    lambda xp, self, other: self * other,
+    {"self": lambda grad, other: grad * other, "other": lambda grad, self: grad * self},
+)
+DIV = defop(
+    "div.Tensor", "DivBackward0",
+    lambda xp, self, other: self / other,
+    {"self": lambda grad, other: grad / other,
+     "other": lambda grad, self, other: -grad * ((self / other) / other)},
+)
+RECIPROCAL = defop(
+    "reciprocal", "ReciprocalBackward0",
+    lambda xp, self: 1 / self,
+    {"self": lambda grad, result: -grad * (result * result)},
+)
+NEG = defop("neg", "NegBackward0", lambda xp, self: -self, {"self": lambda grad: -grad})
+POW_TENSOR_SCALAR = defop(
+    "pow.Tensor_Scalar", "PowBackward0",
+    lambda xp, self, *, exponent: self ** exponent,
+    {"self": lambda grad, self, exponent: _pow_self_grad(grad, self, exponent)},
+)
+POW_TENSOR_TENSOR = defop(
+    "pow.Tensor_Tensor", "PowBackward1",
+    lambda xp, self, exponent: self ** exponent,
+    {"self": lambda grad, self, exponent: _pow_self_grad(grad, self, exponent),
+     "exponent": lambda grad, self, exponent, result:
+         _pow_exponent_grad(grad, self, exponent, result)},
+)
+POW_SCALAR = defop(
+    "pow.Scalar", "PowBackward2",
+    lambda xp, exponent, *, self: self ** exponent,
+    {"exponent": lambda grad, self, exponent, result:
+         _pow_exponent_grad(grad, self, exponent, result)},
+)
+
+# ------------------------------------------------------------------ matrix products
+
+MM = defop(
+    "mm", "MmBackward0",
+    lambda xp, self, mat2: self @ mat2,
+    {"self": lambda grad, mat2: grad.mm(mat2.t()), "mat2": lambda grad, self: self.t().mm(grad)},
+)
+DOT = defop(
+    "dot", "DotBackward0",
+    lambda xp, self, tensor: xp.dot(self, tensor),
+    {"self": lambda grad, tensor: grad * tensor, "tensor": lambda grad, self: grad * self},
+)
+MV = defop(
+    "mv", "MvBackward0",
+    lambda xp, self, vec: self @ vec,
+    {"self": lambda grad, vec: grad.unsqueeze(1) * vec, "vec": lambda grad, self: self.t().mv(grad)},
+)
+ADDMM = defop(
+    "addmm", "AddmmBackward0",
+    lambda xp, self, mat1, mat2, *, beta=1, alpha=1:
+        (self + mat1 @ mat2) if beta == 1 and alpha == 1 else beta * self + alpha * (mat1 @ mat2),
+    {"self": lambda grad, beta: grad if beta == 1 else grad * beta,
+     "mat1": lambda grad, mat2, alpha: grad.mm(mat2.t()) if alpha == 1 else
+         grad.mm(mat2.t()) * alpha,
+     "mat2": lambda grad, mat1, alpha: mat1.t().mm(grad) if alpha == 1 else
+         mat1.t().mm(grad) * alpha},
+)
+
+# ------------------------------------------------------------------ reductions
+
+SUM = defop(
+    "sum", "SumBackward0",
+    lambda xp, self: self.sum(),
+    {"self": lambda grad, self_shape: grad.expand(self_shape)},
+)
+SUM_DIM = defop(
+    "sum.dim_IntList", "SumBackward1",
+    lambda xp, self, *, dim, keepdim=False: self.sum(axis=dim, keepdims=keepdim),
+    {"self": lambda grad, self_shape, dim, keepdim: sum_backward(grad, self_shape, dim, keepdim)},
+)
+MEAN = defop(
+    "mean", "MeanBackward0",
+    lambda xp, self: self.mean(),
+    {"self": lambda grad, self_shape: grad.expand(self_shape) / math.prod(self_shape)},
+)
+MEAN_DIM = defop(
+    "mean.dim", "MeanBackward1",
+    lambda xp, self, *, dim, keepdim=False: self.mean(axis=dim, keepdims=keepdim),
+    {"self": lambda grad, self_shape, dim, keepdim:
+         sum_backward(grad, self_shape, dim, keepdim) / _reduced_count(self_shape, dim)},
+)
+MAX = defop(
+    "max", "MaxBackward1",
+    lambda xp, self: self.max(),
+    {"self": lambda grad, self, result: _evenly_distribute(grad, self, result)},
+)
+MIN = defop(
+    "min", "MinBackward1",
+    lambda xp, self: self.min(),
+    {"self": lambda grad, self, result: _evenly_distribute(grad, self, result)},
+)
+MAX_DIM = defop(
+    "max.dim", "MaxBackward0",
+    lambda xp, self, *, dim, keepdim=False:
+        (self.max(axis=dim, keepdims=keepdim), self.argmax(axis=dim, keepdims=keepdim)),
+    {"self": lambda grad, dim, indices, self_shape, keepdim:
+         _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
+    extra_outputs=("indices",),
+)
+MIN_DIM = defop(
+    "min.dim", "MinBackward0",
+    lambda xp, self, *, dim, keepdim=False:
+        (self.min(axis=dim, keepdims=keepdim), self.argmin(axis=dim, keepdims=keepdim)),
+    {"self": lambda grad, dim, indices, self_shape, keepdim:
+         _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
+    extra_outputs=("indices",),
+)
+MAXIMUM = defop(
+    "maximum", "MaximumBackward0",
+    lambda xp, self, other: xp.maximum(self, other),
+    {"self": lambda grad, self, other: _maximum_grad(grad, self, other, 1),
+     "other": lambda grad, self, other: _maximum_grad(grad, other, self, 1)},
+)
+MINIMUM = defop(
+    "minimum", "MinimumBackward0",
+    lambda xp, self, other: xp.minimum(self, other),
+    {"self": lambda grad, self, other: _maximum_grad(grad, self, other, -1),
+     "other": lambda grad, self, other: _maximum_grad(grad, other, self, -1)},
+)
+
+# ------------------------------------------------------------------ elementwise functions
+
+EXP = defop("exp", "ExpBackward0", lambda xp, self: xp.exp(self),
+            {"self": lambda grad, result: grad * result})
+LOG = defop("log", "LogBackward0", lambda xp, self: xp.log(self),
+            {"self": lambda grad, self: grad / self})
+SQRT = defop("sqrt", "SqrtBackward0", lambda xp, self: xp.sqrt(self),
+             {"self": lambda grad, result: grad / (2 * result)})
+SIN = defop("sin", "SinBackward0", lambda xp, self: xp.sin(self),
+            {"self": lambda grad, self: grad * self.cos()})
+COS = defop("cos", "CosBackward0", lambda xp, self: xp.cos(self),
+            {"self": lambda grad, self: grad * -self.sin()})
+TANH = defop("tanh", "TanhBackward0", lambda xp, self: xp.tanh(self),
+             {"self": lambda grad, result: grad * (1 - result * result)})
+SIGMOID = defop(
+    "sigmoid", "SigmoidBackward0",
+    # exp(-|x|) never overflows; both branches give 1 / (1 + exp(-x)).
+    lambda xp, self: xp.where(self >= 0, 1 / (1 + xp.exp(-xp.abs(self))),
+                              xp.exp(-xp.abs(self)) / (1 + xp.exp(-xp.abs(self)))),
+    {"self": lambda grad, result: grad * (result * (1 - result))},
+)
+RELU = defop("relu", "ReluBackward0", lambda xp, self: xp.maximum(self, 0).astype(self.dtype),
+             {"self": lambda grad, result: _masked(grad, result > 0)})
+ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
+            {"self": lambda grad, self: grad * self.sign()})
+CLAMP = defop(
+    "clamp", "ClampBackward1",
+    lambda xp, self, *, min=None, max=None: xp.clip(self, min, max).astype(self.dtype),
+    {"self": lambda grad, self, min, max: _masked(grad, _within(self, min, max))},
+)
+CLAMP_TENSOR = defop(
+    "clamp.Tensor", "ClampBackward0",
+    lambda xp, self, min, max: xp.minimum(xp.maximum(self, min), max),
+    {"self": lambda grad, self, min, max: _masked(grad, (self >= min) & (self <= max)),
+     "min": lambda grad, self, min: _masked(grad, self < min),
+     "max": lambda grad, self, max: _masked(grad, self > max)},
+)
+WHERE = defop(
+    "where.self", "WhereBackward0",
+    lambda xp, self, other, *, condition: xp.where(condition._data, self, other),
+    {"self": lambda grad, condition: _masked(grad, condition),
+     "other": lambda grad, condition: _masked(grad, ~condition)},
+)
+
+
+def _softmax(xp: Any, x: Any, dim: int) -> Any:
+    shifted = x - x.max(axis=dim, keepdims=True)
+    e = xp.exp(shifted)
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def _log_softmax(xp: Any, x: Any, dim: int) -> Any:
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+SOFTMAX = defop(
+    "_softmax", "SoftmaxBackward0",
+    lambda xp, self, *, dim: _softmax(xp, self, dim),
+    {"self": lambda grad, result, dim:
+         (grad - (grad * result).sum(dim, keepdim=True)) * result},
+)
+LOG_SOFTMAX = defop(
+    "_log_softmax", "LogSoftmaxBackward0",
+    lambda xp, self, *, dim: _log_softmax(xp, self, dim),
+    {"self": lambda grad, result, dim: grad - result.exp() * grad.sum(dim, keepdim=True)},
+)
+
+# ------------------------------------------------------------------ views and shape
+
+VIEW = defop("view", "ViewBackward0", lambda xp, self, *, size: self.reshape(size),
+             {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True)
+UNSAFE_VIEW = defop("_unsafe_view", "UnsafeViewBackward0",
+                    lambda xp, self, *, size: self.reshape(size),
+                    {"self": lambda grad, self_shape: grad.reshape(self_shape)})
+ALIAS = defop("alias", "AliasBackward0", lambda xp, self: self[...],
+              {"self": lambda grad: grad}, view=True)
+T = defop("t", "TBackward0", lambda xp, self: self.T, {"self": lambda grad: grad.t()}, view=True)
+TRANSPOSE = defop(
+    "transpose.int", "TransposeBackward0",
+    lambda xp, self, *, dim0, dim1: xp.swapaxes(self, dim0, dim1),
+    {"self": lambda grad, dim0, dim1: grad.transpose(dim0, dim1)}, view=True,
+)
+PERMUTE = defop(
+    "permute", "PermuteBackward0",
+    lambda xp, self, *, dims: xp.transpose(self, dims),
+    {"self": lambda grad, dims: grad.permute(tuple(sorted(range(len(dims)),
+                                                          key=lambda i: dims[i])))},
+    view=True,
+)
+UNSQUEEZE = defop("unsqueeze", "UnsqueezeBackward0",
+                  lambda xp, self, *, dim: xp.expand_dims(self, dim),
+                  {"self": lambda grad, dim: grad.squeeze(dim)}, view=True)
+SQUEEZE = defop("squeeze", "SqueezeBackward0", lambda xp, self: self.reshape(
+    tuple(s for s in self.shape if s != 1)),
+    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True)
+SQUEEZE_DIM = defop(
+    "squeeze.dim", "SqueezeBackward1",
+    lambda xp, self, *, dim: xp.squeeze(self, dim) if self.ndim and self.shape[dim] == 1
+    else self[...],
+    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True,
+)
+SQUEEZE_DIMS = defop(
+    "squeeze.dims", "SqueezeBackward2",
+    lambda xp, self, *, dim: xp.squeeze(
+        self, tuple(d for d in dim if self.ndim and self.shape[d] == 1)),
+    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True,
+)
+SQUEEZE_INPLACE_DIM = defop(
+    # matmul squeezes its 1-D operand's helper dimension away with squeeze_ (SqueezeBackward4).
+    "squeeze_.dim", "SqueezeBackward4",
+    lambda xp, self, *, dim: xp.squeeze(self, dim),
+    {"self": lambda grad, dim: grad.unsqueeze(dim)},
+)
+EXPAND = defop(
+    "expand", "ExpandBackward0",
+    lambda xp, self, *, size: xp.broadcast_to(self, size),
+    {"self": lambda grad, self_shape: F.sum_to(grad, self_shape)}, view=True,
+)
+
+
+def _select_backward_forward(xp: Any, grad: Any, *, shape: tuple[int, ...], dim: int,
+                             index: Any) -> Any:
+    out = xp.zeros(shape, dtype=grad.dtype)
+    key = (slice(None),) * dim + (index,)
+    out[key] = grad
+    return out
+
+
+SELECT = defop(
+    "select.int", "SelectBackward0",
+    # The trailing ``...`` keeps a 0-d result a view instead of a NumPy scalar.
+    lambda xp, self, *, dim, index: self[(slice(None),) * dim + (index, Ellipsis)],
+    {"self": lambda grad, self_shape, dim, index:
+         F.apply(SELECT_BACKWARD, (grad,), {"shape": self_shape, "dim": dim, "index": index})},
+    view=True,
+)
+SELECT_BACKWARD = defop(
+    "select_backward", "SelectBackwardBackward0", _select_backward_forward,
+    {"grad": lambda grad, dim, index: F.apply(SELECT, (grad,), {"dim": dim, "index": index})},
+)
+SLICE = defop(
+    "slice.Tensor", "SliceBackward0",
+    lambda xp, self, *, dim, index: self[(slice(None),) * dim + (index,)],
+    {"self": lambda grad, self_shape, dim, index:
+         F.apply(SLICE_BACKWARD, (grad,), {"shape": self_shape, "dim": dim, "index": index})},
+    view=True,
+)
+SLICE_BACKWARD = defop(
+    "slice_backward", "SliceBackwardBackward0", _select_backward_forward,
+    {"grad": lambda grad, dim, index: F.apply(SLICE, (grad,), {"dim": dim, "index": index})},
+)
+
+
+def _cat_backward(grad: Any, tensors_shape: list[tuple[int, ...]], dim: int) -> list[Any]:
+    out, start = [], 0
+    for shape in tensors_shape:
+        size = shape[dim] if shape else 0
+        out.append(F.apply(SLICE, (grad,), {"dim": dim, "index": slice(start, start + size)}))
+        start += size
+    return out
+
+
+CAT = defop(
+    "cat", "CatBackward0",
+    lambda xp, *tensors, dim=0: xp.concatenate(tensors, axis=dim),
+    {"tensors": lambda grad, tensors_shape, dim: _cat_backward(grad, tensors_shape, dim)},
+)
+STACK = defop(
+    "stack", "StackBackward0",
+    lambda xp, *tensors, dim=0: xp.stack(tensors, axis=dim),
+    {"tensors": lambda grad, tensors_shape, dim:
+         [grad.select(dim, i) for i in range(len(tensors_shape))]},
+)
+
+# ------------------------------------------------------------------ copies and moves
+
+CLONE = defop("clone", "CloneBackward0", lambda xp, self: self.copy(),
+              {"self": lambda grad: grad})
+TO_COPY = defop(
+    "_to_copy", "ToCopyBackward0",
+    lambda xp, self, *, dtype, device: _backend.move_array(self, dtype, device),
+    {"self": lambda grad, self_dtype, self_device:
+         grad.to(device=self_device, dtype=self_dtype)},
+    changes_device=True,
+)
+COPY_ = defop(
+    "copy_", "CopyBackwards",
+    lambda xp, self, src: xp.broadcast_to(src, self.shape).astype(self.dtype),
+    {"self": lambda grad: F.zeros_like(grad),
+     "src": lambda grad, src_device: grad.to(device=src_device)},
+)
+ZERO_ = defop("zero_", "ZeroBackward0", lambda xp, self: xp.zeros_like(self),
+              {"self": lambda grad: F.zeros_like(grad)})
+FILL_ = defop("fill_.Scalar", "FillBackward0",
+              lambda xp, self, *, value: xp.full_like(self, value),
+              {"self": lambda grad: F.zeros_like(grad)})
+

@@ -1,0 +1,765 @@
+"""PyTorch-shaped functions over the op table, and the ``Tensor`` methods that call them.
+
+Each function picks the row for its overload (``1 - x`` is ``rsub.Scalar``, ``x - 1`` is
+``sub.Tensor`` with the number wrapped as a tensor, as in PyTorch), promotes dtypes with
+PyTorch's rules and calls :func:`refimpl.ops.table.apply`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+from refimpl import _backend, _creation, _dtype
+from refimpl._tensor import Tensor, wrap
+from refimpl.ops import derivatives as D
+from refimpl.ops.table import apply, same_device
+
+__all__ = [
+    "add", "sub", "rsub", "mul", "div", "true_divide", "pow", "neg", "reciprocal", "matmul",
+    "mm", "dot", "mv", "addmm", "sum", "mean", "max", "min", "maximum", "minimum", "exp", "log",
+    "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "clamp", "clip", "where", "softmax",
+    "log_softmax", "reshape", "view", "t", "transpose", "permute", "unsqueeze", "squeeze",
+    "expand", "flatten", "select", "cat", "stack", "clone", "detach", "to", "sum_to", "sign",
+    "eq", "ne", "lt", "le", "gt", "ge", "is_tensor", "zeros", "zeros_like", "ones_like",
+    "arange", "apply", "promote",
+]
+
+_SCALAR_TYPES = (bool, int, float, complex)
+is_tensor = _creation.is_tensor
+zeros = _creation.zeros
+zeros_like = _creation.zeros_like
+ones_like = _creation.ones_like
+arange = _creation.arange
+
+
+
+class _ReturnType:
+    """Prints like ``torch.return_types.max(values=..., indices=...)``."""
+
+    _op: str
+    _fields: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        fields = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
+        return f"torch.return_types.{self._op}(\n{fields})"
+
+
+class return_types_max(_ReturnType, namedtuple("max", ["values", "indices"])):  # noqa: N801
+    """``(values, indices)`` of ``max(dim)``."""
+
+    __slots__ = ()
+    _op = "max"
+
+
+class return_types_min(_ReturnType, namedtuple("min", ["values", "indices"])):  # noqa: N801
+    """``(values, indices)`` of ``min(dim)``."""
+
+    __slots__ = ()
+    _op = "min"
+
+
+def promote(operands: Sequence[Any], to_float: bool = False
+            ) -> tuple[list[Tensor], list[Any]]:
+    """Tensors (Python numbers wrapped) and their arrays cast to PyTorch's result dtype.
+
+    ``to_float`` turns an integral or bool result into the default float (true division,
+    ``exp``...). Wrapped numbers live on the first tensor's device.
+    """
+    first = next(o for o in operands if isinstance(o, Tensor))
+    if (len(operands) == 2 and operands[0] is first and type(operands[1]) in (int, float)
+            and first._data.dtype.kind == "f"):
+        # The common ``tensor (op) number`` case: the tensor's float type wins.
+        arr = first._data
+        other = wrap(_backend.backend_of(first._device).xp.asarray(operands[1], dtype=arr.dtype),
+                     first._device)
+        return [first, other], [arr, other._data]
+    dt = _dtype.result_type_of(tuple(operands))
+    if to_float and dt.kind in "bi":
+        dt = _dtype.float32
+    np_dt = _backend.numpy_dtype(dt)
+    xp = _backend.backend_of(first._device).xp
+    tensors, arrays = [], []
+    for o in operands:
+        if isinstance(o, Tensor):
+            arr = o._data
+            if arr.dtype != np_dt:
+                arr = arr.astype(np_dt)
+        elif isinstance(o, _SCALAR_TYPES):
+            arr = xp.asarray(o, dtype=np_dt)
+            o = wrap(arr, first._device)
+        else:
+            raise TypeError(f"expected a Tensor or a number, got {type(o).__name__}")
+        tensors.append(o)
+        arrays.append(arr)
+    return tensors, arrays
+
+
+def _binary(row: Any, a: Any, b: Any, params: dict[str, Any] | None = None,
+            to_float: bool = False) -> Tensor:
+    tensors, arrays = promote((a, b), to_float)
+    return apply(row, tensors, params, arrays)
+
+
+def _unary_float(row: Any, x: Tensor, params: dict[str, Any] | None = None) -> Tensor:
+    if x._data.dtype.kind in "biu":
+        return apply(row, (x,), params, [x._data.astype(_backend.numpy_dtype(_dtype.float32))])
+    return apply(row, (x,), params)
+
+
+# ------------------------------------------------------------------ arithmetic
+
+def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    return _binary(D.ADD, input, other, {"alpha": alpha} if alpha != 1 else None)
+
+
+def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    if not isinstance(input, Tensor):
+        return rsub(other, input, alpha=alpha)
+    return _binary(D.SUB, input, other, {"alpha": alpha} if alpha != 1 else None)
+
+
+def rsub(input: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``other - alpha * input``; a number ``other`` gives PyTorch's ``RsubBackward1``."""
+    if isinstance(other, Tensor):
+        return sub(other, input, alpha=alpha)
+    tensors, arrays = promote((input, other))
+    value = arrays[1].item() if hasattr(arrays[1], "item") else other
+    return apply(D.RSUB, tensors[:1], {"other": value, "alpha": alpha}, arrays[:1])
+
+
+def mul(input: Any, other: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        input, other = other, input
+    return _binary(D.MUL, input, other)
+
+
+def div(input: Any, other: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        # number / tensor is number * reciprocal(tensor) in PyTorch.
+        return mul(reciprocal(other), input)
+    return _binary(D.DIV, input, other, to_float=True)
+
+
+true_divide = div
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    return _unary_float(D.RECIPROCAL, input)
+
+
+def neg(input: Tensor) -> Tensor:
+    if input._data.dtype.kind == "b":
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    return apply(D.NEG, (input,))
+
+
+def pow(input: Any, exponent: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        tensors, arrays = promote((input, exponent))
+        return apply(D.POW_SCALAR, tensors[1:], {"self": input}, arrays[1:])
+    if isinstance(exponent, Tensor):
+        return _binary(D.POW_TENSOR_TENSOR, input, exponent)
+    tensors, arrays = promote((input, exponent))
+    return apply(D.POW_TENSOR_SCALAR, tensors[:1], {"exponent": exponent}, arrays[:1])
+
+
+# ------------------------------------------------------------------ matrix products
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    if input.dim() != 2 or mat2.dim() != 2:
+        which = "self" if input.dim() != 2 else "mat2"
+        raise RuntimeError(f"{which} must be a matrix")
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} and "
+            f"{mat2.shape[0]}x{mat2.shape[1]})")
+    return _binary(D.MM, input, mat2)
+
+
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
+    if input.dim() != 1 or tensor.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {tensor.dim()}D "
+                           "tensors")
+    if input.shape[0] != tensor.shape[0]:
+        raise RuntimeError("inconsistent tensor size, expected tensor [{}] and src [{}] to have "
+                           "the same number of elements, but got {} and {} elements "
+                           "respectively".format(input.shape[0], tensor.shape[0],
+                                                 input.shape[0], tensor.shape[0]))
+    return _binary(D.DOT, input, tensor)
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({input.shape[0]}"
+                           f"x{input.shape[1]}), vec ({vec.shape[0]})")
+    return _binary(D.MV, input, vec)
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product dispatched as PyTorch does: dot, mv, mm, or mm with reshapes."""
+    a, b = input.dim(), other.dim()
+    if a == 0 or b == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a}D "
+                           f"and {b}D")
+    if a == 1 and b == 1:
+        return dot(input, other)
+    if a == 2 and b == 1:
+        return mv(input, other)
+    if a == 1 and b == 2:
+        return apply(D.SQUEEZE_INPLACE_DIM, (mm(input.unsqueeze(0), other),), {"dim": 0})
+    if a == 2 and b == 2:
+        return mm(input, other)
+    if a >= 3 and b <= 2:
+        lead = input.shape[:-1]
+        folded = input.reshape(-1, input.shape[-1])
+        out = mm(folded, other if b == 2 else other.unsqueeze(1))
+        shape = tuple(lead) + ((other.shape[-1],) if b == 2 else ())
+        return apply(D.UNSAFE_VIEW, (out,), {"size": shape})
+    raise RuntimeError(
+        f"refimpl's matmul covers 1-D and 2-D operands and an N-D tensor times a matrix; got "
+        f"{a}D @ {b}D. Reshape the operands to 2-D (or loop over the batch) instead.")
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,
+          alpha: Any = 1) -> Tensor:
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+            f"{mat2.shape[0]}x{mat2.shape[1]})")
+    tensors, arrays = promote((input, mat1, mat2))
+    params = {"beta": beta, "alpha": alpha} if beta != 1 or alpha != 1 else None
+    return apply(D.ADDMM, tensors, params, arrays)
+
+
+# ------------------------------------------------------------------ reductions
+
+def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(_wrap_dim(d, ndim) for d in dims)
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    n = ndim if ndim > 0 else 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
+def _sum_arrays(x: Tensor, dtype: _dtype.dtype | None) -> list[Any] | None:
+    if dtype is not None:
+        return [x._data.astype(_backend.numpy_dtype(dtype))]
+    if x._data.dtype.kind in "biu":
+        return [x._data.astype(_backend.numpy_dtype(_dtype.int64))]
+    return None
+
+
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
+        dtype: _dtype.dtype | None = None) -> Tensor:
+    arrays = _sum_arrays(input, dtype)
+    if dim is None:
+        return apply(D.SUM, (input,), None, arrays)
+    dims = _dims(dim, input.dim()) if input.dim() else ()
+    return apply(D.SUM_DIM, (input,), {"dim": dims, "keepdim": keepdim}, arrays)
+
+
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *,
+         dtype: _dtype.dtype | None = None) -> Tensor:
+    kind = (dtype or input.dtype).kind
+    if kind not in "fc":
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
+                           "floating point or complex dtype. Got: "
+                           f"{(dtype or input.dtype).legacy_name}")
+    arrays = _sum_arrays(input, dtype)
+    if dim is None:
+        return apply(D.MEAN, (input,), None, arrays)
+    dims = _dims(dim, input.dim()) if input.dim() else ()
+    return apply(D.MEAN_DIM, (input,), {"dim": dims, "keepdim": keepdim}, arrays)
+
+
+def _reduce_select(full: Any, by_dim: Any, binary: Any, named: Any, input: Tensor, dim: Any,
+                   keepdim: bool) -> Any:
+    if isinstance(dim, Tensor):
+        return binary(input, dim)
+    if dim is None:
+        if input._data.size == 0:
+            raise RuntimeError(f"{full.name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+        return apply(full, (input,))
+    d = _wrap_dim(dim, input.dim())
+    values, indices = apply(by_dim, (input,), {"dim": d, "keepdim": keepdim})
+    return named(values, indices)
+
+
+def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``max()`` of all elements, ``max(dim)`` as (values, indices), or ``max(other)``."""
+    return _reduce_select(D.MAX, D.MAX_DIM, maximum, return_types_max, input, dim, keepdim)
+
+
+def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``min()`` of all elements, ``min(dim)`` as (values, indices), or ``min(other)``."""
+    return _reduce_select(D.MIN, D.MIN_DIM, minimum, return_types_min, input, dim, keepdim)
+
+
+def maximum(input: Tensor, other: Tensor) -> Tensor:
+    return _binary(D.MAXIMUM, input, other)
+
+
+def minimum(input: Tensor, other: Tensor) -> Tensor:
+    return _binary(D.MINIMUM, input, other)
+
+
+def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum a broadcast gradient back to ``shape`` (the one place broadcasting is undone)."""
+    gshape = grad._data.shape
+    if gshape == tuple(shape):
+        return grad
+    lead = len(gshape) - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if dims:
+        grad = sum(grad, dims, keepdim=True)
+    if lead:
+        grad = reshape(grad, tuple(shape))
+    return grad
+
+
+# ------------------------------------------------------------------ elementwise functions
+
+def exp(input: Tensor) -> Tensor:
+    return _unary_float(D.EXP, input)
+
+
+def log(input: Tensor) -> Tensor:
+    return _unary_float(D.LOG, input)
+
+
+def sqrt(input: Tensor) -> Tensor:
+    return _unary_float(D.SQRT, input)
+
+
+def sin(input: Tensor) -> Tensor:
+    return _unary_float(D.SIN, input)
+
+
+def cos(input: Tensor) -> Tensor:
+    return _unary_float(D.COS, input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return _unary_float(D.TANH, input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return _unary_float(D.SIGMOID, input)
+
+
+def relu(input: Tensor) -> Tensor:
+    return apply(D.RELU, (input,))
+
+
+def abs(input: Tensor) -> Tensor:
+    return apply(D.ABS, (input,))
+
+
+def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """Limit values to ``[min, max]``; tensor bounds give ``ClampBackward0``."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        inf = math.inf
+        lo = min if isinstance(min, Tensor) else full_like_scalar(input, -inf if min is None
+                                                                  else min)
+        hi = max if isinstance(max, Tensor) else full_like_scalar(input, inf if max is None
+                                                                  else max)
+        tensors, arrays = promote((input, lo, hi))
+        return apply(D.CLAMP_TENSOR, tensors, None, arrays)
+    tensors, arrays = promote((input,) + tuple(v for v in (min, max) if v is not None))
+    return apply(D.CLAMP, tensors[:1], {"min": min, "max": max}, arrays[:1])
+
+
+clip = clamp
+
+
+def full_like_scalar(like: Tensor, value: Any) -> Tensor:
+    """A 0-d constant on ``like``'s device and dtype."""
+    xp = _backend.backend_of(like._device).xp
+    return wrap(xp.asarray(value, dtype=like._data.dtype), like._device)
+
+
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:
+    if condition._data.dtype.kind != "b":
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {condition.dtype.legacy_name}")
+    tensors, arrays = promote((input, other) if isinstance(input, Tensor) else (other, input))
+    if not isinstance(input, Tensor):
+        tensors.reverse()
+        arrays.reverse()
+    same_device([condition, *tensors])
+    return apply(D.WHERE, tensors, {"condition": condition}, arrays)
+
+
+def softmax(input: Tensor, dim: int, dtype: _dtype.dtype | None = None) -> Tensor:
+    x = input.to(dtype) if dtype is not None else input
+    return _unary_float(D.SOFTMAX, x, {"dim": _wrap_dim(dim, x.dim())})
+
+
+def log_softmax(input: Tensor, dim: int, dtype: _dtype.dtype | None = None) -> Tensor:
+    x = input.to(dtype) if dtype is not None else input
+    return _unary_float(D.LOG_SOFTMAX, x, {"dim": _wrap_dim(dim, x.dim())})
+
+
+def _constant(x: Tensor, array: Any) -> Tensor:
+    xp = _backend.backend_of(x._device).xp
+    return wrap(xp.asarray(array), x._device)
+
+
+def _compare(name: str) -> Any:
+    def compare(input: Tensor, other: Any) -> Tensor:
+        _, arrays = promote((input, other))
+        if isinstance(other, Tensor):
+            same_device([input, other])
+        return _constant(input, getattr(arrays[0], name)(arrays[1]))
+
+    compare.__name__ = name.strip("_")
+    compare.__doc__ = f"Elementwise ``{name}`` as a bool tensor (never differentiable)."
+    return compare
+
+
+eq, ne, lt, le, gt, ge = (_compare(n) for n in
+                          ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"))
+
+
+def _logical(name: str) -> Any:
+    def logical(input: Tensor, other: Any) -> Tensor:
+        _, arrays = promote((input, other))
+        return _constant(input, getattr(arrays[0], name)(arrays[1]))
+
+    logical.__name__ = name.strip("_")
+    return logical
+
+
+logical_and, logical_or, logical_xor = (_logical(n) for n in ("__and__", "__or__", "__xor__"))
+
+
+def logical_not(input: Tensor) -> Tensor:
+    xp = _backend.backend_of(input._device).xp
+    return _constant(input, xp.logical_not(input._data))
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    return _constant(input, ~input._data)
+
+
+def sign(input: Tensor) -> Tensor:
+    """Signs of the elements, as a constant (its derivative is zero almost everywhere)."""
+    xp = _backend.backend_of(input._device).xp
+    return _constant(input, xp.sign(input._data))
+
+
+# ------------------------------------------------------------------ shapes and views
+
+def _shape_arg(shape: Sequence[Any]) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in shape and known != 0 and numel % known == 0:
+        return tuple(numel // known if s == -1 else s for s in shape)
+    if -1 in shape or known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def view(input: Tensor, *shape: Any) -> Tensor:
+    size = _infer_shape(_shape_arg(shape), input._data.size)
+    if not input._data.flags.c_contiguous and size != input._data.shape:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return apply(D.VIEW, (input,), {"size": size})
+
+
+def reshape(input: Tensor, *shape: Any) -> Tensor:
+    """A view when the data allows it, else a copy (``CloneBackward0`` then
+    ``UnsafeViewBackward0``, as in PyTorch)."""
+    size = _infer_shape(_shape_arg(shape), input._data.size)
+    if input._data.flags.c_contiguous or size == input._data.shape:
+        return apply(D.VIEW, (input,), {"size": size})
+    return apply(D.UNSAFE_VIEW, (clone(input),), {"size": size})
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    shape = input._data.shape
+    if not shape:
+        return reshape(input, (1,))
+    s, e = _wrap_dim(start_dim, len(shape)), _wrap_dim(end_dim, len(shape))
+    if s == e:
+        return input
+    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+def t(input: Tensor) -> Tensor:
+    if input.dim() > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{input.dim()}D")
+    return apply(D.T, (input,))
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    n = input.dim()
+    return apply(D.TRANSPOSE, (input,), {"dim0": _wrap_dim(dim0, n), "dim1": _wrap_dim(dim1, n)})
+
+
+def permute(input: Tensor, *dims: Any) -> Tensor:
+    d = _shape_arg(dims)
+    n = input.dim()
+    if len(d) != n:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {n} is not equal to len(dims) = {len(d)}")
+    return apply(D.PERMUTE, (input,), {"dims": tuple(_wrap_dim(x, n) for x in d)})
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    return apply(D.UNSQUEEZE, (input,), {"dim": _wrap_dim(dim, input.dim() + 1)})
+
+
+def squeeze(input: Tensor, dim: Any = None) -> Tensor:
+    if dim is None:
+        return apply(D.SQUEEZE, (input,))
+    if isinstance(dim, int):
+        return apply(D.SQUEEZE_DIM, (input,), {"dim": _wrap_dim(dim, input.dim())})
+    return apply(D.SQUEEZE_DIMS, (input,), {"dim": _dims(dim, input.dim())})
+
+
+def expand(input: Tensor, *sizes: Any) -> Tensor:
+    size = _shape_arg(sizes)
+    shape = input._data.shape
+    if len(size) < len(shape):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(shape)}}}, size={list(size)}): the "
+                           "number of sizes provided ({}) must be greater or equal to the number "
+                           "of dimensions in the tensor ({})".format(len(size), len(shape)))
+    lead = len(size) - len(shape)
+    target = list(size)
+    for i, s in enumerate(shape):
+        if size[lead + i] == -1:
+            target[lead + i] = s
+        elif s != 1 and s != size[lead + i]:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({size[lead + i]}) must match the existing "
+                f"size ({s}) at non-singleton dimension {lead + i}.  Target sizes: {list(size)}."
+                f"  Tensor sizes: {list(shape)}")
+    return apply(D.EXPAND, (input,), {"size": tuple(target)})
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    n = input.dim()
+    if n == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, n)
+    size = input._data.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
+    return apply(D.SELECT, (input,), {"dim": d, "index": index % size})
+
+
+def _slice(input: Tensor, dim: int, key: slice) -> Tensor:
+    if key.step is not None and key.step <= 0:
+        raise ValueError("step must be greater than zero")
+    start, stop, step = key.indices(input._data.shape[dim])
+    stop = builtins.max(stop, start)
+    return apply(D.SLICE, (input,), {"dim": dim, "index": slice(start, stop, step)})
+
+
+def getitem(input: Tensor, key: Any) -> Tensor:
+    """``tensor[key]`` for ints, slices, ``None`` and ``...`` (basic indexing)."""
+    if isinstance(key, slice):
+        if input.dim() == 0:
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        return _slice(input, 0, key)
+    items = key if isinstance(key, tuple) else (key,)
+    for item in items:
+        if not (item is None or item is Ellipsis or isinstance(item, (int, slice))
+                or (isinstance(item, Tensor) and item.dim() == 0 and item.dtype.kind == "i")):
+            raise IndexError(
+                f"refimpl supports basic indexing (ints, slices, None, ...); got an index of "
+                f"type {type(item).__name__}. Use select/slicing instead.")
+    consumed = builtins.sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > input.dim():
+        raise IndexError(f"too many indices for tensor of dimension {input.dim()}")
+    out, dim, changed = input, 0, False
+    for item in items:
+        if item is Ellipsis:
+            dim += input.dim() - consumed
+        elif item is None:
+            out = unsqueeze(out, dim)
+            dim += 1
+            changed = True
+        elif isinstance(item, slice):
+            if item != slice(None):
+                out = _slice(out, dim, item)
+                changed = True
+            dim += 1
+        else:
+            out = select(out, dim, int(item))
+            changed = True
+    if not changed:
+        return apply(D.ALIAS, (input,))
+    return out
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    if len(tensors) == 0:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    ref = tensors[0]
+    d = _wrap_dim(dim, ref.dim())
+    for i, x in enumerate(tensors[1:], 1):
+        for k in range(ref.dim()):
+            if k != d and x._data.shape[k] != ref._data.shape[k]:
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size "
+                    f"{ref._data.shape[k]} but got size {x._data.shape[k]} for tensor number {i} "
+                    "in the list.")
+    ts, arrays = promote(list(tensors))
+    return apply(D.CAT, ts, {"dim": d}, arrays)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    if len(tensors) == 0:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, x in enumerate(tensors[1:], 1):
+        if x._data.shape != tensors[0]._data.shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(tensors[0].shape)} at entry 0 and {list(x.shape)} at "
+                               f"entry {i}")
+    ts, arrays = promote(list(tensors))
+    return apply(D.STACK, ts, {"dim": _wrap_dim(dim, tensors[0].dim() + 1)}, arrays)
+
+
+# ------------------------------------------------------------------ copies and moves
+
+def clone(input: Tensor) -> Tensor:
+    return apply(D.CLONE, (input,))
+
+
+def detach(input: Tensor) -> Tensor:
+    return input.detach()
+
+
+def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[_dtype.dtype | None, Any, bool]:
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, _dtype.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a._device
+        elif isinstance(a, (str, _backend.device)):
+            device = a
+        elif isinstance(a, bool):
+            copy = a
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+    return dtype, device, copy
+
+
+def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Move or cast; returns ``input`` itself when nothing changes (unless ``copy=True``)."""
+    dtype, device, copy = _parse_to(args, kwargs)
+    target_dev = _backend.resolve_device(device) if device is not None else input._device
+    target_dtype = dtype or input.dtype
+    if target_dev is input._device and target_dtype is input.dtype and not copy:
+        return input
+    return apply(D.TO_COPY, (input,), {"dtype": target_dtype, "device": target_dev})
+
+
+def _cast(d: _dtype.dtype) -> Any:
+    def cast(input: Tensor) -> Tensor:
+        return to(input, d)
+
+    cast.__doc__ = f"``to({d!r})``."
+    return cast
+
+
+# ------------------------------------------------------------------ Tensor methods
+
+def _reflected(fn: Any) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return fn(other, self)
+
+    return method
+
+
+def _bind() -> None:
+    from refimpl.ops import inplace
+
+    methods = {
+        "add": add, "sub": sub, "mul": mul, "div": div, "true_divide": div, "pow": pow,
+        "neg": neg, "reciprocal": reciprocal, "matmul": matmul, "mm": mm, "dot": dot, "mv": mv,
+        "addmm": addmm, "sum": sum, "mean": mean, "max": max, "min": min, "maximum": maximum,
+        "minimum": minimum, "exp": exp, "log": log, "sqrt": sqrt, "sin": sin, "cos": cos,
+        "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "abs": abs, "clamp": clamp,
+        "clip": clamp, "softmax": softmax, "log_softmax": log_softmax, "reshape": reshape,
+        "view": view, "t": t, "transpose": transpose, "permute": permute,
+        "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "flatten": flatten,
+        "select": select, "clone": clone, "to": to, "sign": sign, "eq": eq, "ne": ne, "lt": lt,
+        "le": le, "gt": gt, "ge": ge, "logical_not": logical_not,
+        "double": _cast(_dtype.float64), "float": _cast(_dtype.float32),
+        "long": _cast(_dtype.int64), "int": _cast(_dtype.int32), "bool": _cast(_dtype.bool),
+        "cuda": lambda self, device=None: to(self, device if device is not None else "cuda"),
+        "cpu": lambda self: to(self, "cpu"),
+        "expand_as": lambda self, other: expand(self, other.shape),
+        "view_as": lambda self, other: view(self, other.shape),
+        "reshape_as": lambda self, other: reshape(self, other.shape),
+        "where": lambda self, condition, other: where(condition, self, other),
+        "__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,
+        "__rmul__": mul, "__truediv__": div, "__rtruediv__": _reflected(div), "__pow__": pow,
+        "__rpow__": _reflected(pow), "__neg__": neg, "__matmul__": matmul,
+        "__rmatmul__": _reflected(matmul), "__abs__": abs, "__eq__": eq, "__ne__": ne,
+        "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge, "__and__": logical_and,
+        "__or__": logical_or, "__xor__": logical_xor, "__invert__": bitwise_not,
+        "__getitem__": getitem, "__setitem__": inplace.setitem, "add_": inplace.add_,
+        "sub_": inplace.sub_, "mul_": inplace.mul_, "div_": inplace.div_,
+        "zero_": inplace.zero_, "fill_": inplace.fill_, "copy_": inplace.copy_,
+        "clamp_": inplace.clamp_, "__iadd__": inplace.add_, "__isub__": inplace.sub_,
+        "__imul__": inplace.mul_, "__itruediv__": inplace.div_,
+        "backward": _backward_method,
+    }
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(lambda self: permute(self, tuple(reversed(range(self.dim())))))
+
+
+def _backward_method(self: Tensor, gradient: Tensor | None = None,
+                     retain_graph: bool | None = None, create_graph: bool = False,
+                     inputs: Any = None) -> None:
+    """``Tensor.backward``: see ``refimpl.autograd.backward``."""
+    from refimpl.autograd import backward
+
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_bind()

@@ -1,0 +1,231 @@
+"""In-place ops: version counters, PyTorch's leaf checks, and ``CopySlices`` for views.
+
+An in-place op computes its result out of place with the same op-table row, writes it into
+the tensor's array, bumps the version counter shared with every view of that storage, and (when
+recording) makes the row's node the tensor's new ``grad_fn``. Writing through a view of a tensor
+that requires grad rewires the *base*: its ``grad_fn`` becomes ``CopySlices`` (the base's old
+graph outside the view, the op's derivative inside it) and the view's becomes
+``AsStridedBackward0``, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refimpl import _backend, _dtype
+from refimpl._tensor import Tensor, wrap
+from refimpl.autograd import grad_mode
+from refimpl.autograd.graph import Node
+from refimpl.ops import derivatives as D
+from refimpl.ops import functional as F
+from refimpl.ops.table import _record, apply, defop, edge
+
+__all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "setitem"]
+
+LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an "
+                        "in-place operation.")
+
+
+def _replay_chain(view_fn: Any) -> list[tuple[Any, dict[str, Any]]]:
+    # A view remembers (parent chain, row, params); unroll it to base-first order.
+    steps = []
+    while view_fn is not None:
+        view_fn, row, params = view_fn
+        steps.append((row, params))
+    steps.reverse()
+    return steps
+
+
+def replay_on_array(xp: Any, array: Any, steps: list[tuple[Any, dict[str, Any]]]) -> Any:
+    """The view of ``array`` that ``steps`` describe (shares memory with ``array``)."""
+    for row, params in steps:
+        array = row.forward(xp, array, **params) if params else row.forward(xp, array)
+    return array
+
+
+def replay_on_tensor(t: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
+    """The same view taken with recorded ops, so gradients flow through it."""
+    for row, params in steps:
+        t = apply(row, (t,), params)
+    return t
+
+
+def _scatter_forward(xp: Any, self: Any, src: Any, *, steps: Any) -> Any:
+    out = self.copy()
+    replay_on_array(xp, out, steps)[...] = src
+    return out
+
+
+VIEW_SCATTER = defop(
+    # ``self`` with the region ``steps`` selects replaced by ``src`` (PyTorch's as_strided_scatter).
+    "as_strided_scatter", "AsStridedScatterBackward0", _scatter_forward,
+    {"self": lambda grad, src_shape, steps:
+         view_scatter(grad, F.zeros(src_shape, dtype=grad.dtype, device=grad.device), steps),
+     "src": lambda grad, steps: replay_on_tensor(grad, steps)},
+)
+
+
+def view_scatter(base: Tensor, src: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
+    tensors, arrays = F.promote((base, src))
+    return apply(VIEW_SCATTER, tensors, {"steps": steps}, arrays)
+
+
+class CopySlices(Node):
+    """The base's node after an in-place op wrote through one of its views."""
+
+    __slots__ = ("fn", "_steps")
+
+    def apply(self, grad: Tensor) -> list[Tensor | None]:
+        region = replay_on_tensor(grad, self._steps)
+        grads = self.fn.apply(region)
+        inner = grads[0] if grads and grads[0] is not None else \
+            F.zeros(region.shape, dtype=grad.dtype, device=grad.device)
+        return [view_scatter(grad, inner, self._steps), *grads[1:]]
+
+
+class AsStridedBackward0(Node):
+    """The node of a view written in place: its gradient lands in the base's region."""
+
+    __slots__ = ("_steps", "_base_shape")
+
+    def apply(self, grad: Tensor) -> list[Tensor | None]:
+        zeros = F.zeros(self._base_shape, dtype=grad.dtype, device=grad.device)
+        return [view_scatter(zeros, grad, self._steps)]
+
+
+# Marks "the written tensor" as needing its gradient inside a CopySlices' op node.
+_SELF_EDGE = (Node(), 0)
+
+
+def _check_leaf(self: Tensor) -> None:
+    if self._grad_fn is None and self._requires_grad and self._base is None:
+        raise RuntimeError(LEAF_INPLACE)
+    base = self._base
+    if base is not None and base._grad_fn is None and base._requires_grad:
+        raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+
+
+def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str, Any] | None,
+              result: Tensor) -> Node:
+    _record(row, [old_self, *others], {**row.param_defaults, **(params or {})}, result, None,
+            result._device)
+    return result._grad_fn
+
+
+def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
+            params: dict[str, Any] | None = None, same_device: bool = True) -> Tensor:
+    """Apply ``row`` to ``self`` in place (``arrays``: the promoted inputs, self first)."""
+    recording = grad_mode._state.enabled
+    if recording:
+        _check_leaf(self)
+    if others and same_device:
+        F.same_device([self, *others])
+    xp = _backend.backend_of(self._device).xp
+    all_params = {**row.param_defaults, **(params or {})}
+    out = row.forward(xp, *arrays, **all_params) if all_params else row.forward(xp, *arrays)
+    needs_graph = recording and (self._requires_grad or any(o._requires_grad for o in others))
+    old_self = None
+    if needs_graph:
+        # The node may need self's value from before the write (mul_'s other gradient).
+        old_self = wrap(self._data.copy() if "self" in row.saved_names else self._data,
+                        self._device)
+        if self._base is None:
+            old_self._grad_fn = self._grad_fn
+            old_self._requires_grad = self._requires_grad
+        else:
+            # Inside CopySlices the op's node always computes the region's gradient.
+            old_self._grad_fn = _SELF_EDGE[0]
+            old_self._requires_grad = True
+    self._data[...] = out
+    self._bump_version()
+    if not needs_graph:
+        return self
+    base = self._base
+    if base is None:
+        _new_node(row, old_self, others, params, self)
+        return self
+    # Through a view: the op's own node computes the region's gradient inside CopySlices.
+    holder = wrap(self._data, self._device)
+    fn = _new_node(row, old_self, others, params, holder)
+    steps = _replay_chain(self._view_fn)
+    copy_slices = CopySlices()
+    copy_slices.fn = fn
+    copy_slices._steps = steps
+    copy_slices.next_functions = (edge(base), *fn.next_functions[1:])
+    copy_slices._saved = None
+    copy_slices._info = None
+    copy_slices._pre_hooks = None
+    copy_slices._shape = base._data.shape
+    copy_slices._dtype = base._data.dtype
+    base._grad_fn = copy_slices
+    base._requires_grad = True
+    view_node = AsStridedBackward0()
+    view_node._steps = steps
+    view_node._base_shape = base._data.shape
+    view_node.next_functions = ((copy_slices, 0),)
+    view_node._saved = None
+    view_node._info = None
+    view_node._pre_hooks = None
+    view_node._shape = self._data.shape
+    view_node._dtype = self._data.dtype
+    self._grad_fn = view_node
+    self._requires_grad = True
+    return self
+
+
+def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:
+    order = "bifc"
+    if order.index(result.kind) > order.index(target.kind):
+        raise RuntimeError(f"result type {result.legacy_name} can't be cast to the desired output "
+                           f"type {target.legacy_name}")
+
+
+def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] | None = None,
+                    to_float: bool = False) -> Tensor:
+    tensors, arrays = F.promote((self, other), to_float)
+    _castable(_backend.dtype_of(arrays[0]), self.dtype)
+    return inplace(row, self, tensors[1:], arrays, params)
+
+
+def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _binary_inplace(D.ADD, self, other, {"alpha": alpha} if alpha != 1 else None)
+
+
+def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return _binary_inplace(D.SUB, self, other, {"alpha": alpha} if alpha != 1 else None)
+
+
+def mul_(self: Tensor, other: Any) -> Tensor:
+    return _binary_inplace(D.MUL, self, other)
+
+
+def div_(self: Tensor, other: Any) -> Tensor:
+    return _binary_inplace(D.DIV, self, other, to_float=True)
+
+
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return inplace(D.CLAMP, self, [], [self._data], {"min": min, "max": max})
+
+
+def zero_(self: Tensor) -> Tensor:
+    return inplace(D.ZERO_, self, [], [self._data])
+
+
+def fill_(self: Tensor, value: Any) -> Tensor:
+    return inplace(D.FILL_, self, [], [self._data], {"value": value})
+
+
+def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
+    """Copy ``src`` (broadcast, cast, and moved across devices) into ``self``."""
+    if not isinstance(src, Tensor):
+        src = F.full_like_scalar(self, src)
+    array = src._data
+    if src._device is not self._device:
+        array = _backend.move_array(array, src.dtype, self._device)
+    return inplace(D.COPY_, self, [src], [self._data, array], same_device=False)
+
+
+def setitem(self: Tensor, key: Any, value: Any) -> None:
+    """``tensor[key] = value``: copy ``value`` into the view ``tensor[key]``."""
+    copy_(F.getitem(self, key), value)

@@ -1,0 +1,315 @@
+"""The op table machinery: one :class:`OpRow` per PyTorch op overload, and how rows run.
+
+A row says everything autograd needs to know about an op, in the spirit of PyTorch's
+``derivatives.yaml``:
+
+- ``name``: the overload, in PyTorch's spelling (``"mul.Tensor"``, ``"sum.dim_IntList"``);
+- ``node``: the backward node's class name, written out as PyTorch 2.13 names it
+  (``"MulBackward0"``);
+- ``forward(xp, <tensor inputs>, *, <params>)``: computes the result from backend arrays with
+  the array module ``xp`` (NumPy or CuPy). Positional parameters are the tensor inputs, in
+  PyTorch's order (``self``, ``other``...; a ``*tensors`` parameter takes a list); keyword-only
+  parameters are the op's non-tensor arguments, with defaults;
+- ``derivatives``: for each tensor input, a formula ``lambda grad, <names>: <gradient>`` written
+  with refimpl's own differentiable ops, so ``create_graph=True`` differentiates it again. The
+  names after ``grad`` say what the formula needs and therefore what the node saves:
+  an input name (``self``, ``other``) or ``result`` saves that tensor (checked against
+  in-place changes, released after backward); ``<input>_shape``, ``<input>_dtype``,
+  ``<input>_device`` and the op's parameters are kept as plain facts. An input with no formula
+  gets no gradient. Gradients may have a broadcast shape or another dtype: the engine reduces
+  and casts them to the input's in one place.
+
+Adding an op from another module (for example in ``refimpl.nn``)::
+
+    from refimpl.ops import defop, apply
+
+    MSE_LOSS = defop(
+        "mse_loss", "MseLossBackward0",
+        forward=lambda xp, self, target, *, reduction=1: ...,   # arrays in, array out
+        derivatives={
+            "self": lambda grad, self, target, reduction: ...,   # refimpl ops on Tensors
+            "target": lambda grad, self, target, reduction: ...,
+        },
+    )
+
+    def mse_loss(input, target, reduction="mean"):
+        return apply(MSE_LOSS, (input, target), {"reduction": 1 if reduction == "mean" else 0})
+
+``apply`` checks devices, runs ``forward``, and, when grad mode is on and an input requires
+grad, records a node of class ``node`` whose ``next_functions`` follow the tensor inputs. Callers
+promote dtypes first (``refimpl.ops.functional.promote``); ``apply`` takes the tensors as given.
+A forward may return a tuple ``(result, extra...)`` when the row sets ``extra_outputs``: the
+extras are non-differentiable tensors the formulas may name (``indices`` for ``max.dim``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl import _backend
+from refimpl._tensor import Tensor, wrap
+from refimpl.autograd import grad_mode
+from refimpl.autograd.graph import FREED, SECOND_BACKWARD, Node, modified_message
+
+__all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
+
+ROWS: dict[str, OpRow] = {}
+
+_META_SUFFIXES = ("_shape", "_dtype", "_device")
+_SAVED, _INFO, _EXTRA = 0, 1, 2
+
+
+class OpRow:
+    """One op overload: its forward on arrays, its node name and its derivative formulas."""
+
+    __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
+                 "saved_names", "save_users", "info_names", "node_cls", "is_view",
+                 "extra_outputs", "changes_device")
+
+    def __init__(self, name: str, node: str, forward: Callable[..., Any],
+                 derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
+                 extra_outputs: Sequence[str] = (), changes_device: bool = False) -> None:
+        self.name = name
+        self.changes_device = changes_device
+        self.node = node
+        self.forward = forward
+        self.is_view = view
+        self.extra_outputs = tuple(extra_outputs)
+        params = list(inspect.signature(forward).parameters.values())[1:]
+        self.inputs = [p.name for p in params if p.kind in
+                       (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        self.variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self.param_defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+        unknown = set(derivatives) - set(self.inputs)
+        if unknown:
+            raise ValueError(f"op row {name!r}: derivatives for {sorted(unknown)} name no input "
+                             f"of forward (inputs are {self.inputs})")
+        self.saved_names: list[str] = []
+        self.save_users: list[list[int]] = []
+        self.info_names: list[str] = []
+        self.formulas: list[tuple[Callable[..., Any], tuple[tuple[int, Any], ...]] | None] = []
+        for i, inp in enumerate(self.inputs):
+            formula = derivatives.get(inp)
+            if formula is None:
+                self.formulas.append(None)
+                continue
+            spec = tuple(self._arg_source(name, arg, i)
+                         for arg in list(inspect.signature(formula).parameters)[1:])
+            self.formulas.append((formula, spec))
+        self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
+                                             "__module__": "refimpl.autograd.graph"})
+
+    def _arg_source(self, op_name: str, arg: str, user: int) -> tuple[int, Any]:
+        if arg in self.inputs or arg == "result":
+            if arg not in self.saved_names:
+                self.saved_names.append(arg)
+                self.save_users.append([])
+            k = self.saved_names.index(arg)
+            self.save_users[k].append(user)
+            return (_SAVED, k)
+        if arg in self.extra_outputs:
+            return (_EXTRA, arg)
+        base = next((arg[: -len(s)] for s in _META_SUFFIXES if arg.endswith(s)), None)
+        if arg in self.param_defaults or base in self.inputs or base == "result":
+            if arg not in self.info_names:
+                self.info_names.append(arg)
+            return (_INFO, arg)
+        raise ValueError(
+            f"op row {op_name!r}: formula argument {arg!r} is neither an input "
+            f"({self.inputs}), 'result', an extra output ({list(self.extra_outputs)}), a "
+            f"parameter ({list(self.param_defaults)}) nor <input>_shape/_dtype/_device"
+        )
+
+    def backward(self, node: Node, grad: Tensor) -> list[Tensor | None]:
+        """Run the derivative formulas for every input whose edge needs a gradient."""
+        saved = node._saved
+        if saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        if self.variadic:
+            formula, spec = self.formulas[0]
+            args = [_resolve(node, s) for s in spec]
+            grads = list(formula(grad, *args))
+            return [g if e[0] is not None else None for g, e in zip(grads, node.next_functions)]
+        out: list[Tensor | None] = []
+        for edge, entry in zip(node.next_functions, self.formulas):
+            if edge[0] is None or entry is None:
+                out.append(None)
+                continue
+            formula, spec = entry
+            out.append(formula(grad, *[_resolve(node, s) for s in spec]))
+        return out
+
+    def __repr__(self) -> str:
+        return f"OpRow({self.name!r}, node={self.node!r})"
+
+
+def defop(name: str, node: str, forward: Callable[..., Any],
+          derivatives: dict[str, Callable[..., Any]] | None = None, *, view: bool = False,
+          extra_outputs: Sequence[str] = (), changes_device: bool = False) -> OpRow:
+    """Create and register a row (see the module docstring); names must be unique."""
+    if name in ROWS:
+        raise ValueError(f"op row {name!r} is already defined ({ROWS[name]!r}); pick another "
+                         "overload name")
+    row = OpRow(name, node, forward, derivatives or {}, view=view, extra_outputs=extra_outputs,
+                changes_device=changes_device)
+    ROWS[name] = row
+    return row
+
+
+def _resolve(node: Node, source: tuple[int, Any]) -> Any:
+    kind, key = source
+    if kind == _SAVED:
+        return unpack_saved(node, node._saved[key])
+    return node._info[key]
+
+
+def unpack_saved(node: Node, entry: tuple) -> Tensor:
+    """The tensor a node saved, after checking nobody changed it in place since."""
+    tensor, version = entry[0], entry[1]
+    if len(entry) == 2:  # a saved input
+        vc = tensor._vc
+        current = vc[0] if vc is not None else 0
+        if current == version:
+            return tensor
+        producer = tensor._grad_fn
+    else:  # the node's own output, saved as its array and version counter (no cycle)
+        vc = entry[2]
+        current = vc[0]
+        if current == version:
+            out = wrap(tensor, _backend.device_of_array(tensor))
+            out._vc = vc
+            out._grad_fn = node
+            out._requires_grad = True
+            return out
+        producer = node
+        tensor = wrap(tensor, _backend.device_of_array(tensor))
+    name = None
+    if producer is not None:
+        name = type(producer).__name__
+        name = name.split("Backward")[0] if "Backward" in name else name
+    raise RuntimeError(modified_message(tensor.type(), list(tensor.shape), name, current,
+                                        version))
+
+
+def same_device(tensors: Sequence[Tensor]) -> _backend.device:
+    """The device all ``tensors`` share; PyTorch's error when they do not."""
+    dev = tensors[0]._device
+    for t in tensors[1:]:
+        if t._device is not dev:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{dev} and {t._device}!"
+            )
+    return dev
+
+
+def edge(t: Tensor) -> tuple[Node | None, int]:
+    """The ``next_functions`` entry for input ``t``: its grad_fn, its AccumulateGrad, or None."""
+    if not t._requires_grad:
+        return _NO_EDGE
+    fn = t._grad_fn
+    if fn is not None:
+        return (fn, 0)
+    return (t._grad_accumulator(), 0)
+
+
+_NO_EDGE = (None, 0)
+
+
+def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None = None,
+          arrays: Sequence[Any] | None = None) -> Any:
+    """Run ``row`` on ``tensors`` and record its node when grad mode and the inputs ask for it.
+
+    ``arrays`` replaces the inputs' arrays in the forward (callers pass dtype-promoted
+    arrays); the node still records the tensors themselves. Returns the result tensor, or
+    ``(result, *extras)`` for rows with extra outputs.
+    """
+    dev = tensors[0]._device if len(tensors) == 1 else same_device(tensors)
+    backend = _backend.backend_of(dev)
+    if arrays is None:
+        arrays = [t._data for t in tensors]
+    if params:
+        if row.param_defaults.keys() - params.keys():
+            params = {**row.param_defaults, **params}
+        out = row.forward(backend.xp, *arrays, **params)
+    else:
+        params = row.param_defaults
+        out = row.forward(backend.xp, *arrays, **params) if params else \
+            row.forward(backend.xp, *arrays)
+    extras = None
+    if row.extra_outputs:
+        out, *extras = out
+    if row.changes_device:
+        dev = params["device"]
+        backend = _backend.backend_of(dev)
+    if type(out) is not backend.array_type:
+        # NumPy returns scalars from 0-d operations; tensors always hold arrays.
+        out = backend.xp.asarray(out)
+    result = wrap(out, dev)
+    if row.is_view:
+        base = tensors[0]
+        result._base = base._base if base._base is not None else base
+        result._vc = base._shared_version()
+        result._view_fn = (base._view_fn, row, params)
+    if grad_mode._state.enabled:
+        for t in tensors:
+            if t._requires_grad:
+                _record(row, tensors, params, result, extras, dev)
+                break
+    if extras is not None:
+        return (result, *[wrap(e, dev) for e in extras])
+    return result
+
+
+def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor,
+            extras: list[Any] | None, dev: _backend.device) -> None:
+    node = row.node_cls()
+    node.next_functions = tuple([edge(t) for t in tensors])
+    node._pre_hooks = None
+    node._shape = result._data.shape
+    node._dtype = result._data.dtype
+    if row.saved_names:
+        saved = []
+        for name, users in zip(row.saved_names, row.save_users):
+            if row.variadic:
+                needed = True
+            else:
+                needed = any(tensors[u]._requires_grad for u in users)
+            if not needed:
+                saved.append(None)
+            elif name == "result":
+                saved.append((result._data, 0, result._shared_version()))
+            else:
+                t = tensors[row.inputs.index(name)]
+                vc = t._vc
+                saved.append((t, vc[0] if vc is not None else 0))
+        node._saved = tuple(saved)
+    else:
+        node._saved = None
+    if row.info_names or extras is not None:
+        info = {}
+        for name in row.info_names:
+            if name in params:
+                info[name] = params[name]
+            else:
+                base, _, what = name.rpartition("_")
+                if row.variadic:  # one fact per tensor of the list
+                    info[name] = [_meta(t, what) for t in tensors]
+                else:
+                    src = result if base == "result" else tensors[row.inputs.index(base)]
+                    info[name] = _meta(src, what)
+        for name, e in zip(row.extra_outputs, extras or ()):
+            info[name] = wrap(e, dev)
+        node._info = info
+    else:
+        node._info = None
+    result._grad_fn = node
+    result._requires_grad = True
+
+
+def _meta(t: Tensor, what: str) -> Any:
+    if what == "shape":
+        return t._data.shape
+    return t.dtype if what == "dtype" else t._device

@@ -1,0 +1,24 @@
+"""Fixtures for the runner's tests: the small spec under data/ and the torch engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.loader import SpecResources
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def resources() -> SpecResources:
+    return SpecResources.load(DATA / "spec", seed_dirs=[DATA / "seeds"])
+
+
+@pytest.fixture(scope="session")
+def torch_engine():
+    pytest.importorskip("torch", reason="the runner's tests use PyTorch as the real engine")
+    from conformance.engines import load_engine
+
+    return load_engine("torch")
