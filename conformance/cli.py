@@ -17,8 +17,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from conformance.case import Case
 from conformance.engines import EngineError, load_engine
 from conformance.executor import DEFAULT_TIMEOUT
@@ -107,22 +105,17 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _show(case_id: str, cases: Sequence[Case]) -> int:
+    """Print the case as it is written in its file, so comments and layout survive."""
     for case in cases:
         if case.id == case_id:
-            print(f"# {case.file}:{case.line}")
-            print(yaml.safe_dump([_plain(case.raw)], sort_keys=False, allow_unicode=True,
-                                 width=100), end="")
+            later = [c.line for c in cases if c.file == case.file and c.line > case.line]
+            lines = Path(case.file).read_text(encoding="utf-8").splitlines()
+            end = min(later) - 1 if later else len(lines)
+            text = "\n".join(lines[case.line - 1:end]).rstrip()
+            print(f"# {case.file}:{case.line}\n{text}")
             return 0
     print(f"no case with id {case_id!r} (see `python -m conformance list`)", file=sys.stderr)
     return 1
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _run(args: argparse.Namespace, cases: Sequence[Case]) -> int:

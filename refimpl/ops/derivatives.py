@@ -256,10 +256,24 @@ SIGMOID = defop(
                               xp.exp(-xp.abs(self)) / (1 + xp.exp(-xp.abs(self)))),
     {"self": lambda grad, result: grad * (result * (1 - result))},
 )
+THRESHOLD_BACKWARD = defop(
+    # relu's gradient as its own op, so it stays connected to ``result`` as in PyTorch.
+    "threshold_backward", "ThresholdBackwardBackward0",
+    lambda xp, grad_output, self, *, threshold=0: xp.where(self > threshold, grad_output,
+                                                           xp.zeros_like(grad_output)),
+    {"grad_output": lambda grad, self, threshold:
+         F.apply(THRESHOLD_BACKWARD, (grad, self), {"threshold": threshold}),
+     "self": lambda grad: F.zeros_like(grad)},
+)
 RELU = defop("relu", "ReluBackward0", lambda xp, self: xp.maximum(self, 0).astype(self.dtype),
-             {"self": lambda grad, result: _masked(grad, result > 0)})
+             {"self": lambda grad, result:
+                  F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})})
+SGN = defop("sgn", "SgnBackward0", lambda xp, self: xp.sign(self),
+            {"self": lambda grad: F.zeros_like(grad)})
+SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
+             {"self": lambda grad: F.zeros_like(grad)})
 ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
-            {"self": lambda grad, self: grad * self.sign()})
+            {"self": lambda grad, self: grad * F.apply(SGN, (self,))})
 CLAMP = defop(
     "clamp", "ClampBackward1",
     lambda xp, self, *, min=None, max=None: xp.clip(self, min, max).astype(self.dtype),

@@ -461,9 +461,8 @@ def bitwise_not(input: Tensor) -> Tensor:
 
 
 def sign(input: Tensor) -> Tensor:
-    """Signs of the elements, as a constant (its derivative is zero almost everywhere)."""
-    xp = _backend.backend_of(input._device).xp
-    return _constant(input, xp.sign(input._data))
+    """Signs of the elements (``SignBackward0``: a zero gradient)."""
+    return apply(D.SIGN, (input,))
 
 
 # ------------------------------------------------------------------ shapes and views

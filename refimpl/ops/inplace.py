@@ -94,10 +94,6 @@ class AsStridedBackward0(Node):
         return [view_scatter(zeros, grad, self._steps)]
 
 
-# Marks "the written tensor" as needing its gradient inside a CopySlices' op node.
-_SELF_EDGE = (Node(), 0)
-
-
 def _check_leaf(self: Tensor) -> None:
     if self._grad_fn is None and self._requires_grad and self._base is None:
         raise RuntimeError(LEAF_INPLACE)
@@ -130,13 +126,8 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         # The node may need self's value from before the write (mul_'s other gradient).
         old_self = wrap(self._data.copy() if "self" in row.saved_names else self._data,
                         self._device)
-        if self._base is None:
-            old_self._grad_fn = self._grad_fn
-            old_self._requires_grad = self._requires_grad
-        else:
-            # Inside CopySlices the op's node always computes the region's gradient.
-            old_self._grad_fn = _SELF_EDGE[0]
-            old_self._requires_grad = True
+        old_self._grad_fn = self._grad_fn
+        old_self._requires_grad = self._requires_grad
     self._data[...] = out
     self._bump_version()
     if not needs_graph:

@@ -9,7 +9,6 @@ NumPy therefore fails here exactly as it would on a GPU.
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 import numpy
@@ -165,4 +164,3 @@ for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
 
 __all__ = ["ndarray", "asarray", "asnumpy", *_FUNCTIONS]
-_ = builtins

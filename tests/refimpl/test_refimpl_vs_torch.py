@@ -1,0 +1,60 @@
+"""Every op against PyTorch 2.13 on the same inputs: values, gradients and graph shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from refimpl_cases import CASES, OpCase
+from refimpl_helpers import graph
+
+import refimpl
+
+torch = pytest.importorskip("torch", reason="PyTorch is the oracle these tests compare with")
+
+
+def _observe(lib: Any, case: OpCase, arrays: list[np.ndarray], v: np.ndarray) -> dict[str, Any]:
+    ins = [lib.tensor(a, requires_grad=True) for a in arrays]
+    out = case.fn(lib, *ins)
+    grads = lib.autograd.grad(out, ins, lib.tensor(v).to(out.dtype), create_graph=True,
+                              allow_unused=True)
+    live = [(g, i) for g, i in zip(grads, ins) if g is not None and g.requires_grad]
+    second: tuple = (None,) * len(ins)
+    if live:
+        total = sum((g * g).sum() for g, _ in live)
+        second = lib.autograd.grad(total, ins, allow_unused=True)
+    host = (lambda t: None if t is None else t.detach().numpy(force=True))
+    return {
+        "value": host(out), "dtype": str(out.dtype), "graph": graph(out),
+        "grads": [host(g) for g in grads], "grad_graphs": [None if g is None else graph(g)
+                                                         for g in grads],
+        "second": [host(g) for g in second],
+    }
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_op_matches_torch(case: OpCase, dtype: Any) -> None:
+    arrays = case.arrays(dtype)
+    with torch.no_grad():
+        shape = case.fn(torch, *[torch.tensor(a) for a in arrays]).shape
+    v = np.random.default_rng(3).uniform(-1, 1, tuple(shape)).astype(dtype)
+    ours, theirs = _observe(refimpl, case, arrays, v), _observe(torch, case, arrays, v)
+    tol = 1e-5 if dtype == np.float32 else 1e-10
+    assert ours["dtype"] == theirs["dtype"]
+    assert ours["graph"] == theirs["graph"]
+    np.testing.assert_allclose(ours["value"], theirs["value"], rtol=tol, atol=tol)
+    for mine, ref in zip(ours["grads"] + ours["second"], theirs["grads"] + theirs["second"]):
+        assert (mine is None) == (ref is None)
+        if ref is not None:
+            np.testing.assert_allclose(mine, ref, rtol=tol * 10, atol=tol * 10)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case_node_name_is_pytorchs(case: OpCase) -> None:
+    """The node each case declares is the one PyTorch records (keeps the table honest)."""
+    ins = [torch.tensor(a, requires_grad=True) for a in case.arrays()]
+    assert type(case.fn(torch, *ins).grad_fn).__name__ == case.node
+    ours = [refimpl.tensor(a, requires_grad=True) for a in case.arrays()]
+    assert type(case.fn(refimpl, *ours).grad_fn).__name__ == case.node
