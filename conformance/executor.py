@@ -25,9 +25,10 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from types import CodeType
 from typing import Any
 
 import numpy as np
@@ -125,7 +126,7 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
         with _watchdog(timeout):
             try:
                 engine.reset()
-                namespace = _namespace(engine, np.random.default_rng(seed))
+                namespace = new_namespace(engine, np.random.default_rng(seed))
                 for index, step in enumerate(case.steps):
                     _run_step(case, index, step, engine, namespace)
             finally:
@@ -144,7 +145,8 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
     return CaseResult(verdict="passed", **base)
 
 
-def _namespace(engine: Engine, rng: np.random.Generator) -> dict[str, Any]:
+def new_namespace(engine: Engine, rng: np.random.Generator) -> dict[str, Any]:
+    """A fresh case namespace: builtins, the observation helpers and the engine's facades."""
     namespace: dict[str, Any] = {"__builtins__": builtins}
     namespace.update(helpers(engine))
     namespace.update(engine.namespace(rng))
@@ -173,20 +175,32 @@ def _watchdog(timeout: float | None) -> Iterator[None]:
 
 def _run_step(case: Case, index: int, step: Step, engine: Engine,
               namespace: dict[str, Any]) -> None:
-    statements = ast.parse(step.run).body
+    statements = [(statement, compile(ast.Module([statement], []),
+                                      f"<{case.id} step {index}>", "exec"))
+                  for statement in ast.parse(step.run).body]
+    raised, caught = run_statements(statements, namespace)
+    _check_raised(step.raises, raised, engine, step.run)
+    _check_warnings(step.warns, caught, engine)
+    _check_expect(step, engine, namespace)
+
+
+def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: dict[str, Any]
+                   ) -> tuple[tuple[Exception, ast.stmt] | None, list[warnings.WarningMessage]]:
+    """Execute compiled statements in order until one raises, recording every warning.
+
+    Returns the exception with the statement that raised it (None when all ran) and the
+    warnings caught. The fuzzer calls this too, with code compiled once for both engines.
+    """
     raised: tuple[Exception, ast.stmt] | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for statement in statements:
-            code = compile(ast.Module([statement], []), f"<{case.id} step {index}>", "exec")
+        for statement, code in statements:
             try:
                 exec(code, namespace)
             except Exception as exc:  # noqa: BLE001 - the engine's error is what we check
                 raised = (exc, statement)
                 break
-    _check_raised(step.raises, raised, engine, step.run)
-    _check_warnings(step.warns, caught, engine)
-    _check_expect(step, engine, namespace)
+    return raised, caught
 
 
 def _check_raised(spec: Raises | None, raised: tuple[Exception, ast.stmt] | None,

@@ -5,8 +5,8 @@ The namespace it hands to a case is the engine's own module behind a thin facade
 - `torch.rand`, `torch.randn`, `torch.rand_like`, `torch.randn_like` draw float64 numbers from
   the runner's NumPy generator and build the tensor with the engine's `tensor(...)`;
   `torch.manual_seed(s)` reseeds that generator in place.
-- `nn.<Module>(...)` builds the module, then redraws every parameter (in `named_parameters()`
-  order) uniformly from `[-b, b]` with `b = 1/sqrt(fan_in)`: `fan_in` is
+- `nn.<Module>(...)` builds the module, then redraws every randomly initialised parameter (in
+  `named_parameters()` order; constant ones and zeros such as BatchNorm's are kept) uniformly from `[-b, b]` with `b = 1/sqrt(fan_in)`: `fan_in` is
   `weight.shape[1] * prod(weight.shape[2:])` of the parameter's owner's `weight` when that has
   two or more dimensions (PyTorch's default bound for `Linear` and `Conv`), else the
   parameter's own `shape[-1]` (1 for a scalar).
@@ -213,6 +213,11 @@ def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> N
     parameters = list(module.named_parameters())
     by_name = dict(parameters)
     for name, parameter in parameters:
+        current = engine.to_numpy(parameter)
+        if current.size and np.all((current == 0) | (current == 1)) and np.ptp(current) == 0:
+            # Constant initialisations (BatchNorm's ones and zeros) are already the same in
+            # every engine, and cases may assert them.
+            continue
         owner = name.rpartition(".")[0]
         weight = by_name.get(f"{owner}.weight" if owner else "weight")
         shape = tuple(weight.shape) if weight is not None and len(weight.shape) >= 2 \

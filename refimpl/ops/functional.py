@@ -77,6 +77,8 @@ def promote(operands: Sequence[Any], to_float: bool = False
         other = wrap(_backend.backend_of(first._device).xp.asarray(operands[1], dtype=arr.dtype),
                      first._device)
         return [first, other], [arr, other._data]
+    if len(operands) == 2 and isinstance(operands[1], Tensor) and isinstance(operands[0], Tensor):
+        _check_broadcast(operands[0]._data.shape, operands[1]._data.shape)
     dt = _dtype.result_type_of(tuple(operands))
     if to_float and dt.kind in "bi":
         dt = _dtype.float32
@@ -96,6 +98,20 @@ def promote(operands: Sequence[Any], to_float: bool = False
         tensors.append(o)
         arrays.append(arr)
     return tensors, arrays
+
+
+def _check_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    """PyTorch's error for shapes that do not broadcast together."""
+    if a == b:
+        return
+    ndim = builtins.max(len(a), len(b))
+    for i in range(ndim - 1, -1, -1):
+        offset = ndim - 1 - i
+        sa = a[len(a) - 1 - offset] if offset < len(a) else 1
+        sb = b[len(b) - 1 - offset] if offset < len(b) else 1
+        if sa != sb and sa != 1 and sb != 1:
+            raise RuntimeError(f"The size of tensor a ({sa}) must match the size of tensor b "
+                               f"({sb}) at non-singleton dimension {i}")
 
 
 def _binary(row: Any, a: Any, b: Any, params: dict[str, Any] | None = None,

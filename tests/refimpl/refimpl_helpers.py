@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -36,3 +38,22 @@ def numerical_vjp(f: Callable[[list[np.ndarray]], np.ndarray], arrays: list[np.n
             g[idx] = (np.sum(f(plus) * v) - np.sum(f(minus) * v)) / (2 * eps)
         grads.append(g)
     return grads
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+_TRIGGERED = re.compile(r" \(Triggered internally at .*\)$", re.S)
+
+
+def run_program(lib: Any, code: str) -> dict[str, Any]:
+    """Run ``code`` with ``torch`` bound to ``lib``: its ``result`` repr, error and warnings."""
+    namespace: dict[str, Any] = {"torch": lib}
+    lib.manual_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            exec(code, namespace)
+            outcome = ("ok", _ADDRESS.sub("", repr(namespace.get("result"))))
+        except Exception as exc:  # the error itself is the observation
+            outcome = (type(exc).__name__, str(exc))
+    warned = [(w.category.__name__, _TRIGGERED.sub("", str(w.message))) for w in caught]
+    return {"outcome": outcome, "warnings": warned}

@@ -27,8 +27,7 @@ def _observe(lib: Any, case: OpCase, arrays: list[np.ndarray], v: np.ndarray) ->
     host = (lambda t: None if t is None else t.detach().numpy(force=True))
     return {
         "value": host(out), "dtype": str(out.dtype), "graph": graph(out),
-        "grads": [host(g) for g in grads], "grad_graphs": [None if g is None else graph(g)
-                                                         for g in grads],
+        "grads": [host(g) for g in grads],
         "second": [host(g) for g in second],
     }
 

@@ -1,0 +1,132 @@
+"""Flags, errors, warnings and printing, run as the same program on refimpl and on PyTorch.
+
+Each scenario is a short program; what it returns, raises and warns must be identical
+(PyTorch's "(Triggered internally at ...)" suffix on C++ warnings aside).
+"""
+
+from __future__ import annotations
+
+import pytest
+from refimpl_helpers import run_program
+
+import refimpl
+
+torch = pytest.importorskip("torch", reason="PyTorch is the oracle these tests compare with")
+
+SCENARIOS = {
+    # ---- leaves, requires_grad, grad_fn
+    "leaf_flags": "x = torch.rand(3); result = (x.is_leaf, x.requires_grad, x.grad_fn, x.grad)",
+    "leaf_requires_grad": "x = torch.rand(3, requires_grad=True); "
+                          "result = (x.is_leaf, x.requires_grad, x.grad_fn)",
+    "nonleaf_flags": "x = torch.rand(3, requires_grad=True) + 1; "
+                     "result = (x.is_leaf, x.requires_grad, type(x.grad_fn).__name__)",
+    "no_grad_input_stays_leaf": "x = torch.rand(3) + 1; result = (x.is_leaf, x.grad_fn)",
+    "set_requires_grad_on_nonleaf_false": "y = torch.rand(3, requires_grad=True) * 2; "
+                                          "y.requires_grad = False",
+    "set_requires_grad_on_nonleaf_true": "y = torch.rand(3, requires_grad=True) * 2; "
+                                         "y.requires_grad = True",
+    "requires_grad_method_nonleaf_true": "y = torch.rand(3, requires_grad=True) * 2; "
+                                         "result = y.requires_grad_(True) is y",
+    "requires_grad_method_nonleaf_false": "y = torch.rand(3, requires_grad=True) * 2; "
+                                          "y.requires_grad_(False)",
+    "requires_grad_method_returns_self": "x = torch.rand(3); "
+                                         "result = (x.requires_grad_() is x, x.requires_grad)",
+    "int_requires_grad_constructor": "torch.tensor([1, 2], requires_grad=True)",
+    "int_requires_grad_attribute": "i = torch.tensor([1, 2]); i.requires_grad = True",
+    "int_requires_grad_method": "i = torch.tensor([1, 2]); i.requires_grad_()",
+    "int_requires_grad_false_ok": "i = torch.tensor([1, 2]); i.requires_grad = False; "
+                                  "result = i.requires_grad",
+    "int_zeros_requires_grad": "torch.zeros(2, dtype=torch.int64, requires_grad=True)",
+    "complex_requires_grad": "z = torch.tensor([1 + 2j], requires_grad=True); "
+                             "result = (z.requires_grad, z.dtype)",
+    # ---- grad attribute
+    "nonleaf_grad_warns": "y = torch.rand(3, requires_grad=True) * 2; result = y.grad",
+    "retained_grad_no_warning": "y = torch.rand(3, requires_grad=True) * 2; y.retain_grad(); "
+                                "result = (y.grad, y.retains_grad)",
+    "retain_grad_requires_grad_false": "torch.rand(3).retain_grad()",
+    "retain_grad_leaf_noop": "x = torch.rand(3, requires_grad=True); x.retain_grad(); "
+                             "result = x.retains_grad",
+    "grad_assign_wrong_shape": "x = torch.rand(3, requires_grad=True); x.grad = torch.rand(2)",
+    "grad_assign_wrong_dtype": "x = torch.rand(3, requires_grad=True); "
+                               "x.grad = torch.rand(3, dtype=torch.float64)",
+    "grad_assign_not_tensor": "x = torch.rand(3, requires_grad=True); x.grad = 3",
+    "grad_assign_ok": "x = torch.tensor([1., 2.], requires_grad=True); "
+                      "x.grad = torch.tensor([3., 4.]); result = x.grad",
+    # ---- detach, clone, data, numpy, item
+    "detach_shares_data": "x = torch.tensor([1., 2.], requires_grad=True); d = x.detach(); "
+                          "d.zero_(); result = (x, d.requires_grad, d.is_leaf)",
+    "detach_then_backward": "x = torch.tensor(3.0, requires_grad=True); y = x**2 + 3*x + 2; "
+                            "z = y.detach(); y.backward(); result = (y, z, x.grad); "
+                            "z.backward()",
+    "detach_inplace": "x = torch.tensor(3.0, requires_grad=True); y = x**2 + 3*x + 2; "
+                      "z = y.detach_(); result = (y, z is y, y.is_leaf); y.backward()",
+    "detach_inplace_view": "x = torch.rand(3, requires_grad=True); (x * 2)[0:2].detach_()",
+    "clone_keeps_graph": "x = torch.tensor([1., 2.], requires_grad=True); c = x.clone(); "
+                         "c.sum().backward(); result = (c, c.is_leaf, x.grad)",
+    "data_is_detached": "x = torch.tensor([1., 2.], requires_grad=True); "
+                        "result = (x.data, x.data.requires_grad)",
+    "numpy_requires_grad": "torch.rand(3, requires_grad=True).numpy()",
+    "numpy_detached": "result = torch.tensor([1., 2.]).numpy().tolist()",
+    "item_multi": "torch.rand(3).item()",
+    "item_tolist": "x = torch.tensor([[1.5, 2.]]); result = (x[0, 0].item(), x.tolist(), "
+                   "torch.tensor(3).item())",
+    "metadata": "x = torch.rand(2, 3); result = (x.shape, x.size(), x.size(1), x.dim(), "
+                "x.numel(), x.dtype, x.device, x.ndim, len(x))",
+    # ---- printing
+    "repr_scalars": "x = torch.tensor(3.0, requires_grad=True); "
+                    "result = (torch.tensor(3.), x, x + 17, x * 4, torch.tensor(7))",
+    "repr_matrix": "result = torch.tensor([[1.5, 2.25], [3., -4.]], requires_grad=True) * 2",
+    "repr_double": "result = torch.tensor([[1.5, 2.25], [3., -4.]]).double()",
+    "repr_sci": "result = (torch.tensor([1e-5, 1.0]), torch.tensor([123456.0, 1.0]), "
+                "torch.tensor([1e9, 1.0]))",
+    "repr_special": "result = (torch.tensor([float('nan'), 1.0, float('inf')]), "
+                    "torch.tensor([0.0, 0.0]), torch.tensor([-0.5, 100.0]), torch.tensor([]))",
+    "repr_ints_bools": "result = (torch.tensor([1, 2, 3]), torch.tensor([True, False]), "
+                       "torch.tensor(3, dtype=torch.int32), torch.arange(5))",
+    "repr_3d": "result = torch.ones(2, 2, 2) / 3",
+    "repr_complex": "result = torch.tensor([1 + 2j])",
+    "format_scalar": "result = (f'{torch.tensor(3.)}', f'{torch.tensor([3.])}')",
+    "repr_max_dim": "result = torch.tensor([[1., 3.], [4., 2.]]).max(1)",
+    # ---- dtype promotion
+    "promotion": "result = ((torch.tensor([1, 2]) + 1.5).dtype, (torch.tensor([1, 2]) / 2).dtype,"
+                 " (torch.tensor([True]) + 1).dtype, "
+                 "(torch.tensor([1], dtype=torch.int32) + torch.tensor(5)).dtype, "
+                 "(torch.tensor([1.]) + torch.tensor(2., dtype=torch.float64)).dtype, "
+                 "(torch.tensor([1.]) + torch.tensor([2.], dtype=torch.float64)).dtype, "
+                 "torch.tensor([1, 2]).sum().dtype, torch.tensor([True]).sum().dtype, "
+                 "torch.tensor([1, 2]).exp().dtype, (torch.tensor([1, 2]) * (1 + 1j)).dtype, "
+                 "(torch.tensor([1.]) * (1 + 1j)).dtype)",
+    "mixed_dtype_backward": "x = torch.tensor([1., 2.], requires_grad=True); "
+                            "w = torch.tensor(3., dtype=torch.float64, requires_grad=True); "
+                            "(x * w).sum().backward(); result = (x.grad, w.grad)",
+    "creation_dtypes": "result = (torch.ones(2).dtype, torch.tensor(2).dtype, "
+                       "torch.tensor([1.0, 2]).dtype, torch.tensor(1j).dtype, "
+                       "torch.arange(0, 1, 0.25), torch.full((2,), 7).dtype, "
+                       "torch.zeros_like(torch.tensor([1, 2])).dtype)",
+    "mean_of_ints": "torch.tensor([1, 2]).mean()",
+    # ---- shape errors
+    "broadcast_error": "torch.rand(3) + torch.rand(2)",
+    "mm_error": "torch.rand(2, 3) @ torch.rand(2, 3)",
+    "cat_error": "torch.cat([torch.rand(2, 3), torch.rand(2, 2)])",
+    "view_error": "torch.rand(2, 3).t().view(6)",
+    "view_size_error": "torch.rand(2, 3).view(4)",
+    "index_error": "torch.rand(3)[3]",
+    # ---- moves
+    "to_same_returns_self": "x = torch.tensor([1.], requires_grad=True); "
+                            "result = (x.to(torch.float32) is x, x.cpu() is x, x.float() is x, "
+                            "x.to('cpu') is x, type(x.double().grad_fn).__name__, "
+                            "x.to(torch.float64, copy=False).dtype)",
+    "cuda_unavailable": "torch.rand(3).cuda()",
+    "cuda_to_unavailable": "torch.rand(3).to('cuda')",
+    "cuda_device_unavailable": "torch.rand(3, device='cuda')",
+    "cuda_is_available": "result = torch.cuda.is_available()",
+    "device_objects": "result = (torch.device('cpu'), str(torch.device('cuda:0')), "
+                      "torch.device('cuda'), torch.device('cpu') == torch.device('cpu'))",
+}
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_behaves_like_torch(name: str) -> None:
+    code = SCENARIOS[name]
+    if "cuda" in name and torch.cuda.is_available() != refimpl.cuda.is_available():
+        pytest.skip("cuda availability differs between this torch and refimpl here")
+    assert run_program(refimpl, code) == run_program(torch, code)
