@@ -156,8 +156,12 @@ class Tensor:
 
         old = self._grad
         if old is None:
-            if grad_mode._state.enabled:
-                self._grad = grad.clone() if grad._requires_grad else _copy(grad)
+            if grad_mode._state.enabled and grad._requires_grad:
+                # Building a graph: PyTorch copies into a fresh tensor (a CopyBackwards node).
+                from refimpl import _creation
+                from refimpl.ops import inplace
+
+                self._grad = inplace.copy_(_creation.zeros_like(grad), grad)
             else:
                 self._grad = _copy(grad)
         elif grad_mode._state.enabled or old._requires_grad:

@@ -36,40 +36,31 @@ class EngineError(ValueError):
     """An engine name that resolves to nothing, or a factory that does not build an Engine."""
 
 
-def _torch_cuda(torch: Any) -> bool:
-    return bool(torch.cuda.is_available())
+def _cuda_usable(module: Any) -> bool:
+    # Both PyTorch and refimpl answer through `cuda.is_available()`; refimpl's answer covers
+    # CuPy with a GPU as well as a stand-in backend installed by tests.
+    return bool(module.cuda.is_available())
 
 
-def _refimpl_cuda(refimpl: Any) -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # noqa: BLE001 - CuPy missing or no driver: no CUDA for refimpl
-        return False
-
-
-def _make_torch_like(name: str, module: str, cuda_usable: Callable[[Any], bool],
-                     default_device: str | None, repro_import: str) -> Engine:
+def _make_torch_like(name: str, module: str, default_device: str | None = None) -> Engine:
+    repro_import = "import torch" if module == "torch" else f"import {module} as torch"
     probe = TorchLikeEngine(name, module, repro_import=repro_import)
     if not probe.available:
         return EngineUnavailable(name, probe.unavailable_reason or "unavailable")
-    has_cuda = cuda_usable(probe.torch)
+    has_cuda = _cuda_usable(probe.torch)
     if default_device is not None and not has_cuda:
-        return EngineUnavailable(name, f"no usable CUDA device for {module}")
+        return EngineUnavailable(name, f"no usable CUDA device for {module}",
+                                 device=default_device, version=probe.version)
     lacks = frozenset() if has_cuda else frozenset({"cuda"})
     return TorchLikeEngine(name, module, default_device=default_device, lacks=lacks,
                            repro_import=repro_import)
 
 
 BUILTINS: dict[str, Callable[[], Engine]] = {
-    "refimpl": lambda: _make_torch_like("refimpl", "refimpl", _refimpl_cuda, None,
-                                        "import refimpl as torch"),
-    "refimpl-cuda": lambda: _make_torch_like("refimpl-cuda", "refimpl", _refimpl_cuda, "cuda",
-                                             "import refimpl as torch"),
-    "torch": lambda: _make_torch_like("torch", "torch", _torch_cuda, None, "import torch"),
-    "torch-cuda": lambda: _make_torch_like("torch-cuda", "torch", _torch_cuda, "cuda",
-                                           "import torch"),
+    "refimpl": lambda: _make_torch_like("refimpl", "refimpl"),
+    "refimpl-cuda": lambda: _make_torch_like("refimpl-cuda", "refimpl", "cuda"),
+    "torch": lambda: _make_torch_like("torch", "torch"),
+    "torch-cuda": lambda: _make_torch_like("torch-cuda", "torch", "cuda"),
 }
 
 

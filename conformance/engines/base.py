@@ -108,9 +108,12 @@ class Engine(ABC):
 class EngineUnavailable(Engine):
     """Stands in for an engine that cannot be used here; every case is `unsupported`."""
 
-    def __init__(self, name: str, reason: str) -> None:
+    def __init__(self, name: str, reason: str, *, device: str = "cpu",
+                 version: str = "unknown") -> None:
         self.name = name
         self.unavailable_reason = reason
+        self.device = device
+        self.version = version
 
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
         raise RuntimeError(f"engine {self.name} is unavailable: {self.unavailable_reason}")

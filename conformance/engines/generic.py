@@ -6,7 +6,8 @@ The namespace it hands to a case is the engine's own module behind a thin facade
   the runner's NumPy generator and build the tensor with the engine's `tensor(...)`;
   `torch.manual_seed(s)` reseeds that generator in place.
 - `nn.<Module>(...)` builds the module, then redraws every randomly initialised parameter (in
-  `named_parameters()` order; constant ones and zeros such as BatchNorm's are kept) uniformly from `[-b, b]` with `b = 1/sqrt(fan_in)`: `fan_in` is
+  `named_parameters()` order; constant ones and zeros such as BatchNorm's are kept) uniformly
+  from `[-b, b]` with `b = 1/sqrt(fan_in)`: `fan_in` is
   `weight.shape[1] * prod(weight.shape[2:])` of the parameter's owner's `weight` when that has
   two or more dimensions (PyTorch's default bound for `Linear` and `Conv`), else the
   parameter's own `shape[-1]` (1 for a scalar).

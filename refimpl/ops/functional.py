@@ -62,12 +62,13 @@ class return_types_min(_ReturnType, namedtuple("min", ["values", "indices"])):  
     _op = "min"
 
 
-def promote(operands: Sequence[Any], to_float: bool = False
+def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = False
             ) -> tuple[list[Tensor], list[Any]]:
     """Tensors (Python numbers wrapped) and their arrays cast to PyTorch's result dtype.
 
     ``to_float`` turns an integral or bool result into the default float (true division,
-    ``exp``...). Wrapped numbers live on the first tensor's device.
+    ``exp``...). ``broadcast`` checks that two tensors broadcast (elementwise ops). Wrapped
+    numbers live on the first tensor's device.
     """
     first = next(o for o in operands if isinstance(o, Tensor))
     if (len(operands) == 2 and operands[0] is first and type(operands[1]) in (int, float)
@@ -77,7 +78,7 @@ def promote(operands: Sequence[Any], to_float: bool = False
         other = wrap(_backend.backend_of(first._device).xp.asarray(operands[1], dtype=arr.dtype),
                      first._device)
         return [first, other], [arr, other._data]
-    if len(operands) == 2 and isinstance(operands[1], Tensor) and isinstance(operands[0], Tensor):
+    if broadcast and len(operands) == 2 and isinstance(operands[1], Tensor):
         _check_broadcast(operands[0]._data.shape, operands[1]._data.shape)
     dt = _dtype.result_type_of(tuple(operands))
     if to_float and dt.kind in "bi":
@@ -115,8 +116,8 @@ def _check_broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> None:
 
 
 def _binary(row: Any, a: Any, b: Any, params: dict[str, Any] | None = None,
-            to_float: bool = False) -> Tensor:
-    tensors, arrays = promote((a, b), to_float)
+            to_float: bool = False, elementwise: bool = True) -> Tensor:
+    tensors, arrays = promote((a, b), to_float, broadcast=elementwise)
     return apply(row, tensors, params, arrays)
 
 
@@ -197,7 +198,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} and "
             f"{mat2.shape[0]}x{mat2.shape[1]})")
-    return _binary(D.MM, input, mat2)
+    return _binary(D.MM, input, mat2, elementwise=False)
 
 
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
@@ -209,14 +210,14 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
                            "the same number of elements, but got {} and {} elements "
                            "respectively".format(input.shape[0], tensor.shape[0],
                                                  input.shape[0], tensor.shape[0]))
-    return _binary(D.DOT, input, tensor)
+    return _binary(D.DOT, input, tensor, elementwise=False)
 
 
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     if input.shape[1] != vec.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({input.shape[0]}"
                            f"x{input.shape[1]}), vec ({vec.shape[0]})")
-    return _binary(D.MV, input, vec)
+    return _binary(D.MV, input, vec, elementwise=False)
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:

@@ -174,7 +174,7 @@ def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:
 
 def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] | None = None,
                     to_float: bool = False) -> Tensor:
-    tensors, arrays = F.promote((self, other), to_float)
+    tensors, arrays = F.promote((self, other), to_float, broadcast=True)
     _castable(_backend.dtype_of(arrays[0]), self.dtype)
     return inplace(row, self, tensors[1:], arrays, params)
 

@@ -176,14 +176,14 @@ def test_grad_does_not_alias_the_given_gradient() -> None:
 
 
 def test_million_node_graph_backward_is_iterative() -> None:
-    """A chain of 1,000,000 nodes: no RecursionError, in building, backward or freeing."""
+    """A chain of 1,000,001 nodes: no RecursionError, in building, backward or freeing."""
     x = refimpl.tensor(1.0, requires_grad=True)
     acc = x._grad_accumulator()
     node = D.NEG.node_cls()
     node.next_functions = ((acc, 0),)
     node._saved = node._info = node._pre_hooks = None
     node._shape, node._dtype = acc._shape, acc._dtype
-    for _ in range(999_999):
+    for _ in range(1_000_000):
         nxt = D.NEG.node_cls()
         nxt.next_functions = ((node, 0),)
         nxt._saved = nxt._info = nxt._pre_hooks = None
