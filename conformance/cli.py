@@ -5,6 +5,7 @@
     python -m conformance list
     python -m conformance show leaf.factory-tensor-is-leaf
     python -m conformance lint spec/cases
+    python -m conformance fuzz --engines torch,refimpl --profile ci
 
 Exit status: 0 when everything ran and passed (or is unsupported, xfail or stale), 1 when a case
 failed or errored or a file is bad, 2 for a usage error (unknown engine, bad option).
@@ -21,6 +22,7 @@ from conformance.case import Case
 from conformance.engines import EngineError, load_engine
 from conformance.executor import DEFAULT_TIMEOUT
 from conformance.expectations import ExpectationsError
+from conformance.fuzz import cli as fuzz_cli
 from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.reports import failure_text, summary_table, write_atomic, write_reports
 from conformance.repro import repro_script
@@ -64,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     lint = commands.add_parser("lint", help="check case files without running anything")
     lint.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_SPEC_DIR / "cases"])
     lint.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR")
+    fuzz_cli.add_parser(commands)
     return parser
 
 
@@ -71,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "lint":
         return _lint(args)
+    if args.command == "fuzz":
+        return fuzz_cli.run(args)
     loaded = _load(args.cases, args.spec)
     if loaded is None:
         return 1

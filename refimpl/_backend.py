@@ -26,7 +26,7 @@ import numpy
 from refimpl import _dtype
 
 __all__ = ["Backend", "device", "install_cuda_module", "cuda_is_available", "numpy_dtype",
-           "dtype_of", "host_rng", "to_numpy", "CUDA_NOT_ENABLED"]
+           "dtype_of", "host_rng", "CUDA_NOT_ENABLED"]
 
 CUDA_NOT_ENABLED = "Torch not compiled with CUDA enabled"
 
@@ -195,11 +195,6 @@ def device_of_array(array: Any) -> device:
 def host_rng(seed: int | None = None) -> numpy.random.Generator:
     """A host random generator; random tensors are drawn on the host then moved."""
     return numpy.random.default_rng(seed)
-
-
-def to_numpy(value: Any) -> numpy.ndarray:
-    """Turn nested Python data into a host NumPy array (the start of ``refimpl.tensor``)."""
-    return numpy.asarray(value)
 
 
 def is_host_array(value: Any) -> bool:

@@ -151,7 +151,10 @@ empty = zeros
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: _dtype.dtype | None = None,
            device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Values from ``start`` up to ``end`` (exclusive) by ``step``; int64 unless a float is given."""
+    """Values from ``start`` up to ``end`` (exclusive) by ``step``.
+
+    int64 unless one of the bounds or the step is a float (then float32).
+    """
     if end is None:
         start, end = 0, start
     if dtype is None:

@@ -149,9 +149,10 @@ class Tensor:
         self._grad_fn.register_prehook(retain)
         self._retains_grad = True
 
-    def _accumulate_grad(self, grad: Tensor) -> None:
+    def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
         # What AccumulateGrad (and a retained non-leaf) does with an incoming gradient: a fresh
-        # copy the first time, then in place, or out of place when building a graph.
+        # copy the first time (or the gradient itself when the engine says nothing else holds
+        # it, as PyTorch steals it), then in place, or out of place when building a graph.
         from refimpl.autograd import grad_mode
 
         old = self._grad
@@ -162,6 +163,8 @@ class Tensor:
                 from refimpl.ops import inplace
 
                 self._grad = inplace.copy_(_creation.zeros_like(grad), grad)
+            elif owned:
+                self._grad = grad
             else:
                 self._grad = _copy(grad)
         elif grad_mode._state.enabled or old._requires_grad:
@@ -221,6 +224,16 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         self._data = value._data
         self._device = value._device
+
+    @staticmethod
+    def _make_subclass(cls: type[Tensor], data: Tensor, requires_grad: bool = False) -> Tensor:
+        """A ``cls`` instance sharing ``data``'s array, as a leaf (used by ``nn.Parameter``)."""
+        if requires_grad and data.dtype.kind not in "fc":
+            raise RuntimeError(
+                "Only Tensors of floating point and complex dtype can require gradients")
+        t = wrap(data._data, data._device, cls)
+        t._requires_grad = bool(requires_grad)
+        return t
 
     # ---------------------------------------------------------------- metadata
     @property
@@ -338,9 +351,9 @@ _C_NAMES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "in
             _dtype.complex128: "c10::complex<double>"}
 
 
-def wrap(data: Any, device: _backend.device) -> Tensor:
+def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) -> Tensor:
     """A new leaf tensor around backend array ``data`` (no copy, requires_grad False)."""
-    t = Tensor.__new__(Tensor)
+    t = object.__new__(cls or Tensor)
     t._data = data
     t._device = device
     t._requires_grad = False

@@ -108,7 +108,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     captured = run_backward(roots_of(outs), grads, retain_graph=retain_graph,
                             create_graph=create_graph, capture=targets, accumulate=False)
     result: list[Tensor | None] = []
-    for i, (t, node) in enumerate(zip(ins, targets)):
+    for i, (t, node) in enumerate(zip(ins, targets, strict=True)):
         g = captured.get(node)
         if g is None:
             if not allow_unused:

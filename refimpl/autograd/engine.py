@@ -30,6 +30,16 @@ def _validate(grad: Tensor, node: Node) -> Tensor:
     return grad
 
 
+def _owned(g: Tensor, incoming: Tensor, single_owner: bool, summed: bool) -> bool:
+    """Whether gradient ``g`` holds memory no other tensor can see."""
+    if summed or (g is not incoming and g._data.base is None):
+        return True
+    if not single_owner:
+        return False
+    mine = incoming._data if incoming._data.base is None else incoming._data.base
+    return g._data is mine or g._data.base is mine
+
+
 def _discover(roots: Sequence[Node]) -> dict[Node, int]:
     """Dependency count of every node reachable from ``roots``."""
     deps: dict[Node, int] = {}
@@ -81,11 +91,15 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
     targets = set(capture) if capture is not None else None
     needed = _needed(roots, deps, targets) if targets is not None else None
     buffers: dict[Node, Tensor | None] = {}
+    # Nodes whose buffered gradient no other tensor shares (a new array from a formula or a
+    # sum, or a view of such an array passed down a single edge): an AccumulateGrad may keep
+    # it instead of copying, as PyTorch steals a gradient nobody else references.
+    owned: set[Node] = set()
     captured: dict[Node, Tensor] = {}
     prev_mode = grad_mode._state.enabled
     grad_mode._state.enabled = create_graph
     try:
-        for root, g in zip(roots, root_grads):
+        for root, g in zip(roots, root_grads, strict=True):
             g = _validate(g, root)
             old = buffers.get(root)
             buffers[root] = g if old is None else old + g
@@ -93,6 +107,8 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
         while ready:
             node = ready.pop()
             grad = buffers.pop(node, None)
+            grad_owned = node in owned
+            owned.discard(node)
             run = grad is not None and (needed is None or node in needed)
             if run and node._pre_hooks is not None:
                 for hook in node._pre_hooks:
@@ -104,9 +120,15 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                     run = accumulate
                 else:  # run only to reach targets further down
                     run = any(n in needed for n, _ in node.next_functions if n is not None)
-            grads = node.apply(grad) if run else ()
+            if not run:
+                grads = ()
+            elif type(node) is AccumulateGrad:
+                grads = node.apply(grad, grad_owned)
+            else:
+                grads = node.apply(grad)
             if run and not retain_graph:
                 node.release_variables()
+            single = grad_owned and len(node.next_functions) == 1
             for i, (nxt, _) in enumerate(node.next_functions):
                 if nxt is None:
                     continue
@@ -114,7 +136,13 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                 if g is not None:
                     g = _validate(g, nxt)
                     old = buffers.get(nxt)
-                    buffers[nxt] = g if old is None else old + g
+                    if old is not None:
+                        g = old + g
+                    buffers[nxt] = g
+                    if _owned(g, grad, single, old is not None):
+                        owned.add(nxt)
+                    else:
+                        owned.discard(nxt)
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0:
@@ -134,7 +162,7 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
     from refimpl import _creation
 
     grads = []
-    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs, strict=True)):
         if g is None:
             if out._requires_grad:
                 if out._data.size != 1:

@@ -33,10 +33,6 @@ def is_grad_enabled() -> bool:
     return _state.enabled
 
 
-def _set(mode: bool) -> None:
-    _state.enabled = mode
-
-
 class _GradModeContext:
     """Base of the three grad-mode contexts: enter sets ``_mode``, exit restores the old one."""
 

@@ -90,6 +90,7 @@ class AccumulateGrad(Node):
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"
 
-    def apply(self, grad: Tensor) -> list[Tensor | None]:
-        self.variable._accumulate_grad(grad)
+    def apply(self, grad: Tensor, owned: bool = False) -> list[Tensor | None]:
+        """Add ``grad`` into ``variable.grad``; ``owned``: no one else holds ``grad``."""
+        self.variable._accumulate_grad(grad, owned)
         return []

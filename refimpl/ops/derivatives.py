@@ -160,7 +160,8 @@ DOT = defop(
 MV = defop(
     "mv", "MvBackward0",
     lambda xp, self, vec: self @ vec,
-    {"self": lambda grad, vec: grad.unsqueeze(1) * vec, "vec": lambda grad, self: self.t().mv(grad)},
+    {"self": lambda grad, vec: grad.unsqueeze(1) * vec,
+     "vec": lambda grad, self: self.t().mv(grad)},
 )
 ADDMM = defop(
     "addmm", "AddmmBackward0",
@@ -265,9 +266,11 @@ THRESHOLD_BACKWARD = defop(
          F.apply(THRESHOLD_BACKWARD, (grad, self), {"threshold": threshold}),
      "self": lambda grad: F.zeros_like(grad)},
 )
-RELU = defop("relu", "ReluBackward0", lambda xp, self: xp.maximum(self, 0).astype(self.dtype),
-             {"self": lambda grad, result:
-                  F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})})
+RELU = defop(
+    "relu", "ReluBackward0",
+    lambda xp, self: xp.maximum(self, 0).astype(self.dtype, copy=False),
+    {"self": lambda grad, result: F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})},
+)
 SGN = defop("sgn", "SgnBackward0", lambda xp, self: xp.sign(self),
             {"self": lambda grad: F.zeros_like(grad)})
 SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
@@ -276,7 +279,8 @@ ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
             {"self": lambda grad, self: grad * F.apply(SGN, (self,))})
 CLAMP = defop(
     "clamp", "ClampBackward1",
-    lambda xp, self, *, min=None, max=None: xp.clip(self, min, max).astype(self.dtype),
+    lambda xp, self, *, min=None, max=None:
+        xp.clip(self, min, max).astype(self.dtype, copy=False),
     {"self": lambda grad, self, min, max: _masked(grad, _within(self, min, max))},
 )
 CLAMP_TENSOR = defop(

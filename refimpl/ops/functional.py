@@ -44,7 +44,7 @@ class _ReturnType:
     _fields: tuple[str, ...]
 
     def __repr__(self) -> str:
-        fields = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self))
+        fields = ",\n".join(f"{k}={v!r}" for k, v in zip(self._fields, self, strict=True))
         return f"torch.return_types.{self._op}(\n{fields})"
 
 
@@ -206,10 +206,10 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
         raise RuntimeError(f"1D tensors expected, but got {input.dim()}D and {tensor.dim()}D "
                            "tensors")
     if input.shape[0] != tensor.shape[0]:
-        raise RuntimeError("inconsistent tensor size, expected tensor [{}] and src [{}] to have "
-                           "the same number of elements, but got {} and {} elements "
-                           "respectively".format(input.shape[0], tensor.shape[0],
-                                                 input.shape[0], tensor.shape[0]))
+        n, m = input.shape[0], tensor.shape[0]
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to "
+                           f"have the same number of elements, but got {n} and {m} elements "
+                           "respectively")
     return _binary(D.DOT, input, tensor, elementwise=False)
 
 

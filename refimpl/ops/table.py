@@ -40,6 +40,12 @@ grad, records a node of class ``node`` whose ``next_functions`` follow the tenso
 promote dtypes first (``refimpl.ops.functional.promote``); ``apply`` takes the tensors as given.
 A forward may return a tuple ``(result, extra...)`` when the row sets ``extra_outputs``: the
 extras are non-differentiable tensors the formulas may name (``indices`` for ``max.dim``).
+Two more flags: ``view=True`` marks the result as a view of input 0 (shared version counter,
+in-place writes through it rewire the base with ``CopySlices``); ``changes_device=True`` takes
+the result's device from the ``device`` parameter (``_to_copy``). The forward must return a
+new array unless ``view=True``. In-place variants reuse the row through
+``refimpl.ops.inplace.inplace(row, self, others, arrays, params)``. Rows are tested by adding
+an ``OpCase`` to ``tests/refimpl/refimpl_cases.py`` (gradcheck, second order, PyTorch, cuda).
 """
 
 from __future__ import annotations
@@ -131,9 +137,10 @@ class OpRow:
             formula, spec = self.formulas[0]
             args = [_resolve(node, s) for s in spec]
             grads = list(formula(grad, *args))
-            return [g if e[0] is not None else None for g, e in zip(grads, node.next_functions)]
+            return [g if e[0] is not None else None
+                    for g, e in zip(grads, node.next_functions, strict=True)]
         out: list[Tensor | None] = []
-        for edge, entry in zip(node.next_functions, self.formulas):
+        for edge, entry in zip(node.next_functions, self.formulas, strict=True):
             if edge[0] is None or entry is None:
                 out.append(None)
                 continue
@@ -272,7 +279,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     node._dtype = result._data.dtype
     if row.saved_names:
         saved = []
-        for name, users in zip(row.saved_names, row.save_users):
+        for name, users in zip(row.saved_names, row.save_users, strict=True):
             if row.variadic:
                 needed = True
             else:
@@ -300,7 +307,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                 else:
                     src = result if base == "result" else tensors[row.inputs.index(base)]
                     info[name] = _meta(src, what)
-        for name, e in zip(row.extra_outputs, extras or ()):
+        for name, e in zip(row.extra_outputs, extras or (), strict=True):
             info[name] = wrap(e, dev)
         node._info = info
     else:

@@ -8,7 +8,7 @@ PyTorch 2.13 records for the output.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,6 @@ class OpCase:
     domain: str = "real"  # "real", "positive" (log, sqrt...) or "spread" (kinks kept away)
     eps: float = 1e-6
     tol: float = 1e-5
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def arrays(self, dtype: Any = np.float64, seed: int = 0) -> list[np.ndarray]:
         """Deterministic inputs for this case, chosen away from the op's kinks."""

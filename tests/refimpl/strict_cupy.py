@@ -64,6 +64,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     size = property(lambda self: self._a.size)
     flags = property(lambda self: self._a.flags)
     T = property(lambda self: ndarray(self._a.T))
+    base = property(lambda self: None if self._a.base is None else ndarray(self._a.base))
 
     def __repr__(self) -> str:
         return f"strict_cupy.ndarray({self._a!r})"

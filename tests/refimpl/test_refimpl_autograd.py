@@ -175,6 +175,29 @@ def test_grad_does_not_alias_the_given_gradient() -> None:
     assert g.tolist() == [1.0, 1.0] and x.grad.tolist() == [2.0, 2.0]
 
 
+def test_gradient_shared_by_two_leaves_is_not_aliased() -> None:
+    a = refimpl.tensor([1.0, 2.0], requires_grad=True)
+    b = refimpl.tensor([3.0, 4.0], requires_grad=True)
+    ((a + b) * 2).sum().backward()  # AddBackward0 hands one gradient object to both leaves
+    assert a.grad is not b.grad
+    ((a + b) * 2).sum().backward()
+    a.grad.zero_()
+    assert b.grad.tolist() == [4.0, 4.0]
+
+
+def test_make_subclass_shares_data_as_a_leaf() -> None:
+    class Sub(refimpl.Tensor):
+        __slots__ = ()
+
+    base = refimpl.tensor([1.0, 2.0])
+    p = Sub._make_subclass(Sub, base, True)
+    assert type(p) is Sub and p.is_leaf and p.requires_grad
+    base.add_(1)
+    assert p.tolist() == [2.0, 3.0]
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point"):
+        Sub._make_subclass(Sub, refimpl.tensor([1]), True)
+
+
 def test_million_node_graph_backward_is_iterative() -> None:
     """A chain of 1,000,001 nodes: no RecursionError, in building, backward or freeing."""
     x = refimpl.tensor(1.0, requires_grad=True)

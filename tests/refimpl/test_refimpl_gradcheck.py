@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from refimpl_cases import CASES, OpCase
+from refimpl_helpers import numerical_vjp
 
 import refimpl
-from refimpl_helpers import numerical_vjp
-from refimpl_cases import CASES, OpCase
 
 
 def _run(case: OpCase, arrays: list[np.ndarray]) -> np.ndarray:
@@ -31,7 +31,7 @@ def test_first_derivative_matches_finite_differences(case: OpCase) -> None:
     v = np.random.default_rng(7).uniform(-1, 1, _run(case, arrays).shape)
     _, grads = _grads(case, arrays, v)
     expected = numerical_vjp(lambda xs: _run(case, xs), arrays, v, case.eps)
-    for g, e in zip(grads, expected):
+    for g, e in zip(grads, expected, strict=True):
         got = np.zeros_like(e) if g is None else g.numpy()
         np.testing.assert_allclose(got, e, rtol=case.tol, atol=case.tol)
 
@@ -50,16 +50,16 @@ def test_second_derivative_matches_finite_differences(case: OpCase) -> None:
     def first(xs: list[np.ndarray]) -> np.ndarray:
         _, grads = _grads(case, xs, v)
         return np.array(sum(0.0 if g is None else float(np.sum(g.numpy() * w))
-                            for g, w in zip(grads, ws)))
+                            for g, w in zip(grads, ws, strict=True)))
 
     ins, grads = _grads(case, arrays, v, create_graph=True)
-    total = sum((g * refimpl.tensor(w)).sum() for g, w in zip(grads, ws)
+    total = sum((g * refimpl.tensor(w)).sum() for g, w in zip(grads, ws, strict=True)
                 if g is not None and g.requires_grad)
     if isinstance(total, int):  # no first-order gradient depends on the inputs
         second = [None] * len(ins)
     else:
         second = refimpl.autograd.grad(total, ins, allow_unused=True)
     expected = numerical_vjp(first, arrays, np.array(1.0), 1e-5)
-    for g, e in zip(second, expected):
+    for g, e in zip(second, expected, strict=True):
         got = np.zeros_like(e) if g is None else g.numpy()
         np.testing.assert_allclose(got, e, rtol=1e-4, atol=1e-4)

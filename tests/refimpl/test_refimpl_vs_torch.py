@@ -19,12 +19,16 @@ def _observe(lib: Any, case: OpCase, arrays: list[np.ndarray], v: np.ndarray) ->
     out = case.fn(lib, *ins)
     grads = lib.autograd.grad(out, ins, lib.tensor(v).to(out.dtype), create_graph=True,
                               allow_unused=True)
-    live = [(g, i) for g, i in zip(grads, ins) if g is not None and g.requires_grad]
+    live = [(g, i) for g, i in zip(grads, ins, strict=True) if g is not None and g.requires_grad]
     second: tuple = (None,) * len(ins)
     if live:
         total = sum((g * g).sum() for g, _ in live)
         second = lib.autograd.grad(total, ins, allow_unused=True)
-    host = (lambda t: None if t is None else t.detach().numpy(force=True))
+
+    def host(t: Any) -> np.ndarray | None:
+        # force=True: PyTorch may return its ZeroTensor for a zero gradient.
+        return None if t is None else t.detach().numpy(force=True)
+
     return {
         "value": host(out), "dtype": str(out.dtype), "graph": graph(out),
         "grads": [host(g) for g in grads],
@@ -44,7 +48,8 @@ def test_op_matches_torch(case: OpCase, dtype: Any) -> None:
     assert ours["dtype"] == theirs["dtype"]
     assert ours["graph"] == theirs["graph"]
     np.testing.assert_allclose(ours["value"], theirs["value"], rtol=tol, atol=tol)
-    for mine, ref in zip(ours["grads"] + ours["second"], theirs["grads"] + theirs["second"]):
+    pairs = zip(ours["grads"] + ours["second"], theirs["grads"] + theirs["second"], strict=True)
+    for mine, ref in pairs:
         assert (mine is None) == (ref is None)
         if ref is not None:
             np.testing.assert_allclose(mine, ref, rtol=tol * 10, atol=tol * 10)

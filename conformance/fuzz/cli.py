@@ -1,0 +1,80 @@
+"""`python -m conformance fuzz`: differential fuzzing of two engines from the command line.
+
+    python -m conformance fuzz --engines refimpl,torch --profile ci
+    python -m conformance fuzz --engines torch,mygrad --examples 5000 --seed 7 --out findings
+
+The reference engine (whose observations a finding's case expects) is `--reference`, else
+`torch` when it is one of the two, else the first. Exit status: 0 when the engines agree on
+every program, 1 on a mismatch (the case and repro are written to `--out`), 2 for a usage error
+or an engine that cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from conformance.engines import EngineError, load_engine
+from conformance.fuzz.findings import DEFAULT_OUT
+from conformance.fuzz.profiles import PROFILES
+from conformance.fuzz.runner import FuzzSetupError, fuzz
+from conformance.fuzz.strategies import FAMILIES
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the `fuzz` subcommand to the CLI's subparsers."""
+    parser = commands.add_parser("fuzz", help="compare two engines on generated programs",
+                                 description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default="torch,refimpl", metavar="A,B",
+                        help="two engines: built-in name, entry point name or module:factory "
+                             "(default: torch,refimpl)")
+    parser.add_argument("--reference", metavar="NAME",
+                        help="the engine whose observations findings expect (default: torch "
+                             "when given, else the first)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="dev",
+                        help="ci (bounded, fixed seed), dev or campaign (default: dev)")
+    parser.add_argument("--examples", type=int, metavar="N",
+                        help="number of programs (default: the profile's)")
+    parser.add_argument("--seed", type=int, metavar="S",
+                        help="Hypothesis seed (default: the profile's; random for dev/campaign)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                        help=f"folder for finding cases and repro scripts (default: {DEFAULT_OUT})")
+    parser.add_argument("--without", action="append", default=[], choices=FAMILIES,
+                        metavar="FAMILY", help="leave out a program family (repeatable): "
+                                               + ", ".join(FAMILIES))
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the `fuzz` subcommand; returns the exit status."""
+    names = [name.strip() for name in args.engines.split(",") if name.strip()]
+    if len(names) != 2:
+        print(f"error: --engines needs two names separated by a comma, got {args.engines!r}",
+              file=sys.stderr)
+        return 2
+    if args.examples is not None and args.examples < 1:
+        print("error: --examples must be at least 1", file=sys.stderr)
+        return 2
+    reference_name = args.reference or ("torch" if "torch" in names else names[0])
+    if reference_name not in names:
+        print(f"error: --reference {reference_name!r} is not one of --engines {args.engines!r}",
+              file=sys.stderr)
+        return 2
+    other_name = names[1] if names[0] == reference_name else names[0]
+    try:
+        reference, other = load_engine(reference_name), load_engine(other_name)
+        families = [f for f in FAMILIES if f not in args.without
+                    and reference.supports(f) and other.supports(f)]
+        result = fuzz(reference, other, examples=args.examples, seed=args.seed,
+                      profile=args.profile, out=args.out, families=families,
+                      progress=not args.no_progress)
+    except (EngineError, FuzzSetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if result.finding is not None:
+        print(result.finding.message())
+        print()
+    print(result.summary())
+    return 1 if result.finding is not None else 0

@@ -1,0 +1,272 @@
+"""Run a program on an engine, record every observation, and compare two engines' records.
+
+    >>> from conformance.engines import load_engine
+    >>> torch_engine = load_engine("torch")                               # doctest: +SKIP
+    >>> compiled = compile_program(program)                               # doctest: +SKIP
+    >>> a = observe(compiled, torch_engine); b = observe(compiled, other)  # doctest: +SKIP
+    >>> first_mismatch(a, b, strictness="exact")                          # doctest: +SKIP
+
+Statements run exactly as in the executor (`conformance.executor.run_statements`: same
+namespace, same warning capture, same error stage), so a program that agrees here gives the
+same verdict as the case written from it. Observations are normalised to plain data: a tensor
+becomes a `TensorObservation` (dtype, shape, device, NumPy values), an observation that raises
+becomes a `RaisedObservation`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from types import CodeType
+from typing import Any
+
+import numpy as np
+
+from conformance.compare import TOLERANCES
+from conformance.engines.base import Engine
+from conformance.executor import (
+    clean_warning,
+    message_matches,
+    new_namespace,
+    run_statements,
+    stage,
+)
+from conformance.fuzz.program import Program
+
+# Engines may sum in different orders: float32 gets a looser relative tolerance than a case's
+# (1.3e-6), or rounding alone would be reported; float64 keeps the case tolerance.
+FUZZ_TOLERANCES = {**TOLERANCES, "float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)}
+STRICTNESS_ORDER = ("exact", "prefix", "type")
+
+
+@dataclass(frozen=True)
+class TensorObservation:
+    dtype: str
+    shape: tuple[int, ...]
+    device: str
+    values: np.ndarray = field(compare=False)
+
+    def text(self) -> str:
+        values = np.array2string(self.values, separator=", ", threshold=20, precision=8)
+        return f"tensor({values}, dtype={self.dtype}, shape={list(self.shape)})"
+
+
+@dataclass(frozen=True)
+class RaisedObservation:
+    """Evaluating the observation expression raised."""
+
+    type: str
+    message: str
+
+    def text(self) -> str:
+        return f"<observing raised {self.type}: {self.message}>"
+
+
+@dataclass(frozen=True)
+class StepError:
+    statement: int
+    """Index of the statement that raised within the step."""
+    type: str
+    stage: str
+    message: str
+
+    def text(self) -> str:
+        return f"{self.type} ({self.stage}, statement {self.statement}): {self.message}"
+
+
+@dataclass
+class StepRecord:
+    error: StepError | None
+    warnings: tuple[tuple[str, str], ...]
+    """(category name, message) pairs, each once, sorted."""
+    observations: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    statements: tuple[tuple[ast.stmt, CodeType], ...]
+    observe: tuple[tuple[str, CodeType], ...]
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    program: Program
+    steps: tuple[CompiledStep, ...]
+
+
+@dataclass(frozen=True)
+class Difference:
+    what: str
+    """The observation expression, or `error` / `warnings`."""
+    reference: str
+    other: str
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    step: int
+    differences: tuple[Difference, ...]
+
+    def text(self, reference: str, other: str) -> str:
+        lines = [f"step {self.step}: {len(self.differences)} difference(s)"]
+        for diff in self.differences:
+            lines += [f"  {diff.what}:", f"    {reference}: {diff.reference}",
+                      f"    {other}: {diff.other}"]
+        return "\n".join(lines)
+
+
+@lru_cache(maxsize=8192)
+def _compile_expression(key: str) -> CodeType:
+    # Observation keys repeat across programs (`v1.grad`): compile each text once.
+    return compile(key, "<observe>", "eval")
+
+
+@lru_cache(maxsize=4096)
+def _compile_statement(source: str) -> tuple[tuple[ast.stmt, CodeType], ...]:
+    return tuple((statement, compile(ast.Module([statement], []), "<fuzz>", "exec"))
+                 for statement in ast.parse(source).body)
+
+
+def compile_program(program: Program) -> CompiledProgram:
+    """Parse and compile a program once, for both engines."""
+    return CompiledProgram(program, tuple(
+        CompiledStep(_compile_statement(step.run),
+                     tuple((key, _compile_expression(key)) for key in step.observe))
+        for step in program.steps))
+
+
+def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
+    """Run every step on `engine` and record its error, warnings and observations."""
+    records = []
+    engine.reset()
+    try:
+        namespace = new_namespace(engine, np.random.default_rng(compiled.program.seed))
+        for step in compiled.steps:
+            raised, caught = run_statements(step.statements, namespace)
+            error = None
+            if raised is not None:
+                exc, statement = raised
+                index = next(i for i, (s, _) in enumerate(step.statements) if s is statement)
+                error = StepError(index, type(exc).__name__, stage(statement), str(exc))
+            warned = tuple(sorted({(w.category.__name__, clean_warning(str(w.message)))
+                                   for w in caught}))
+            records.append(StepRecord(error, warned,
+                                      _observations(step, namespace, engine)))
+    finally:
+        engine.reset()
+    return records
+
+
+def _observations(step: CompiledStep, namespace: dict[str, Any], engine: Engine
+                  ) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, code in step.observe:
+            try:
+                value = eval(code, namespace)
+            except Exception as exc:  # noqa: BLE001 - both engines may fail to observe alike
+                out[key] = RaisedObservation(type(exc).__name__, str(exc))
+                continue
+            out[key] = normalise(value, engine)
+    return out
+
+
+def normalise(value: Any, engine: Engine) -> Any:
+    """Plain data for an observed value: tensors become TensorObservation."""
+    if engine.is_tensor(value):
+        values = engine.to_numpy(value)
+        return TensorObservation(engine.dtype_name(value), tuple(values.shape),
+                                 engine.device_name(value), values)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return tuple(normalise(item, engine) for item in value)
+    return value
+
+
+def weakest(*strictness: str) -> str:
+    """The least strict of the adapters' message strictness (exact > prefix > type)."""
+    return max(strictness, key=STRICTNESS_ORDER.index)
+
+
+def first_mismatch(reference: list[StepRecord], other: list[StepRecord],
+                   strictness: str = "exact") -> Mismatch | None:
+    """The first step where the records differ, with every difference in it."""
+    for index, (a, b) in enumerate(zip(reference, other, strict=True)):
+        differences = []
+        if not _same_error(a.error, b.error, strictness):
+            differences.append(Difference("error", _error_text(a.error), _error_text(b.error)))
+        if not _same_warnings(a.warnings, b.warnings, strictness):
+            differences.append(Difference("warnings", _warnings_text(a.warnings),
+                                          _warnings_text(b.warnings)))
+        for key, want in a.observations.items():
+            got = b.observations.get(key)
+            if not same_value(want, got, strictness):
+                differences.append(Difference(key, text(want), text(got)))
+        if differences:
+            return Mismatch(index, tuple(differences))
+    return None
+
+
+def _same_error(a: StepError | None, b: StepError | None, strictness: str) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.statement, a.type, a.stage) == (b.statement, b.type, b.stage) \
+        and message_matches(b.message, a.message, strictness)
+
+
+def _same_warnings(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...],
+                   strictness: str) -> bool:
+    if len(a) != len(b):
+        return False
+    return all(any(ca == cb and message_matches(mb, ma, strictness) for cb, mb in b)
+               for ca, ma in a)
+
+
+def same_value(a: Any, b: Any, strictness: str = "exact") -> bool:
+    """Whether two normalised observations agree (dtype-aware, NaN and inf aware)."""
+    if isinstance(a, TensorObservation) or isinstance(b, TensorObservation):
+        if not (isinstance(a, TensorObservation) and isinstance(b, TensorObservation)):
+            return False
+        if (a.dtype, a.shape, a.device) != (b.dtype, b.shape, b.device):
+            return False
+        return _close(a.values, b.values, FUZZ_TOLERANCES.get(a.dtype))
+    if isinstance(a, RaisedObservation) or isinstance(b, RaisedObservation):
+        if not (isinstance(a, RaisedObservation) and isinstance(b, RaisedObservation)):
+            return False
+        return a.type == b.type and message_matches(b.message, a.message, strictness)
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
+            same_value(x, y, strictness) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float) and type(a) is type(b):
+        return (math.isnan(a) and math.isnan(b)) or _close(
+            np.asarray(a), np.asarray(b), FUZZ_TOLERANCES["float32"])
+    return type(a) is type(b) and a == b
+
+
+def _close(a: np.ndarray, b: np.ndarray, tolerance: tuple[float, float] | None) -> bool:
+    if tolerance is None:
+        return bool(np.array_equal(a, b))
+    rtol, atol = tolerance
+    return bool(np.all(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)))
+
+
+def text(value: Any) -> str:
+    """A short description of a normalised observation, for messages."""
+    if isinstance(value, (TensorObservation, RaisedObservation)):
+        return value.text()
+    if isinstance(value, tuple):
+        return "(" + ", ".join(text(item) for item in value) + ")"
+    return repr(value)
+
+
+def _error_text(error: StepError | None) -> str:
+    return "no error" if error is None else error.text()
+
+
+def _warnings_text(warned: tuple[tuple[str, str], ...]) -> str:
+    return "; ".join(f"{c}: {m}" for c, m in warned) or "no warning"

@@ -1,0 +1,155 @@
+"""Turn a mismatch into a permanent case: a YAML case file plus a standalone repro script.
+
+The case replays the program up to the step that differed. Every step carries the reference
+engine's error (`raises`) and warnings (`warns`), so the reference passes it; the differing
+step expects the reference's value for each observation that differed. The file is named after
+its topic (`fuzz_<hash>.yaml`, id `fuzz_<hash>.<other>-vs-<reference>`) so
+`python -m conformance lint findings/` accepts it; move it into `spec/cases/` under a real
+topic when the bug is fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conformance.case import Case
+from conformance.engines.base import Engine
+from conformance.fuzz.differential import (
+    Mismatch,
+    RaisedObservation,
+    StepRecord,
+    TensorObservation,
+)
+from conformance.fuzz.program import Program
+from conformance.loader import load
+from conformance.repro import repro_script
+
+DEFAULT_OUT = Path("findings")
+SOURCE = {"doc": "000_ab61d14c9099960f.txt", "quote": "calculate gradients through the DAG."}
+"""Every generated program exercises the DAG this sentence describes; cite it so the case lints."""
+
+
+@dataclass
+class Finding:
+    program: Program
+    mismatch: Mismatch
+    reference: str
+    other: str
+    case: dict[str, Any]
+    yaml_text: str
+    repro_text: str
+    yaml_path: Path | None = None
+    repro_path: Path | None = None
+    lint_problems: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        """What a person needs: the differences, the case and where the repro is."""
+        lines = [
+            f"mismatch between {self.reference} (reference) and {self.other}",
+            self.mismatch.text(self.reference, self.other),
+            "",
+            "program:",
+            self.program.source(),
+            "",
+            f"case ({self.yaml_path or 'not written'}):",
+            self.yaml_text.rstrip(),
+            "",
+            f"repro on {self.other}: python {self.repro_path or '<not written>'}",
+        ]
+        if self.lint_problems:
+            lines += ["", "the case does not lint:", *self.lint_problems]
+        return "\n".join(lines)
+
+
+def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other: Engine,
+                  records: list[StepRecord]) -> Finding:
+    """The case (expectations from `records`, the reference's) and repro for a mismatch."""
+    digest = hashlib.sha256(f"{program.seed}\n{program.source()}".encode()).hexdigest()[:10]
+    topic = f"fuzz_{digest}"
+    case_id = f"{topic}.{_slug(other.name)}-vs-{_slug(reference.name)}"
+    steps = []
+    differing = {d.what for d in mismatch.differences}
+    for index, step in enumerate(program.steps[: mismatch.step + 1]):
+        record = records[index] if index < len(records) else None
+        entry: dict[str, Any] = {"run": step.run}
+        if record is None:
+            steps.append(entry)
+            continue
+        if index == mismatch.step:
+            expect = {key: encode(value) for key, value in record.observations.items()
+                      if key in differing and not _has_raised(value)}
+            if expect:
+                entry["expect"] = expect
+        if record.error is not None:
+            entry["raises"] = {"type": record.error.type, "stage": record.error.stage,
+                               "message": record.error.message}
+        if record.warnings:
+            entry["warns"] = [{"type": kind, "message": text} for kind, text in record.warnings]
+        steps.append(entry)
+    case: dict[str, Any] = {
+        "id": case_id,
+        "rule": f"{other.name} agrees with {reference.name} on every observation of this "
+                "generated program (a differential fuzzing finding).",
+        "sources": [dict(SOURCE)],
+    }
+    if program.features:
+        case["features"] = list(program.features)
+    case["seed"] = program.seed
+    case["steps"] = steps
+    yaml_text = dump_cases([case])
+    repro = repro_script(Case.from_dict(case), other, program.seed, mismatch.step)
+    return Finding(program, mismatch, reference.name, other.name, case, yaml_text, repro)
+
+
+def write_finding(finding: Finding, out: Path = DEFAULT_OUT) -> Finding:
+    """Write `<topic>.yaml` and `<topic>.py` into `out` and lint the case."""
+    out.mkdir(parents=True, exist_ok=True)
+    topic = finding.case["id"].split(".", 1)[0]
+    finding.yaml_path = out / f"{topic}.yaml"
+    finding.repro_path = out / f"{topic}.py"
+    finding.yaml_path.write_text(finding.yaml_text, encoding="utf-8")
+    finding.repro_path.write_text(finding.repro_text, encoding="utf-8")
+    finding.lint_problems = tuple(str(p) for p in load([finding.yaml_path]).problems)
+    return finding
+
+
+def encode(value: Any) -> Any:
+    """A normalised observation as a case's expected value."""
+    if isinstance(value, TensorObservation):
+        return {"value": value.values.tolist(), "dtype": value.dtype, "shape": list(value.shape)}
+    if isinstance(value, tuple):
+        return [encode(item) for item in value]
+    return value
+
+
+def _has_raised(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return any(_has_raised(item) for item in value)
+    return isinstance(value, RaisedObservation)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-") or "engine"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line snippets, so a case reads like the ones in spec/cases."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data and not any(line != line.rstrip() for line in data.split("\n")) \
+        else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_cases(cases: list[dict[str, Any]]) -> str:
+    return yaml.dump(cases, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)

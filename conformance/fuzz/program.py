@@ -1,0 +1,45 @@
+"""A generated program: the steps of a case without expectations, plus what to observe.
+
+    >>> program = Program(steps=(ProgramStep("x = torch.ones(2, requires_grad=True)",
+    ...                                      observe=("x.requires_grad",)),), seed=0)
+    >>> program.to_case("fuzz.example")["steps"][0]["run"]
+    'x = torch.ones(2, requires_grad=True)'
+
+The fuzzer runs a program on two engines, observes every `observe` expression after each step
+and compares; a finding turns the program into a case whose expectations are one engine's
+observations (see `conformance.fuzz.findings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProgramStep:
+    run: str
+    """Python source in the case language (one or more statements)."""
+    observe: tuple[str, ...] = ()
+    """Observation expressions evaluated after the step (keys of a case's `expect`)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    steps: tuple[ProgramStep, ...]
+    seed: int = 0
+    """Seed of the runner's NumPy generator, shared by both engines."""
+    features: tuple[str, ...] = ()
+    """Names from spec/features.yaml the program needs (modules, conv, inplace, ...)."""
+
+    def source(self) -> str:
+        """The whole program as one script, steps separated by a comment line."""
+        return "\n".join(f"# step {index}\n{step.run}" for index, step in enumerate(self.steps))
+
+    def to_case(self, case_id: str, rule: str = "A generated program.") -> dict[str, Any]:
+        """A case dict without expectations (what the executor and the loader accept)."""
+        case: dict[str, Any] = {"id": case_id, "rule": rule, "seed": self.seed,
+                                "steps": [{"run": step.run} for step in self.steps]}
+        if self.features:
+            case["features"] = list(self.features)
+        return case

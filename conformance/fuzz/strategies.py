@@ -1,0 +1,714 @@
+"""Hypothesis strategies that draw autograd programs in the case language.
+
+    >>> from hypothesis import given
+    >>> @given(programs())
+    ... def test_runs(program):
+    ...     ...
+
+A program is a few steps. Each step is zero to three forward statements (leaves, elementwise
+ops with broadcasting, reductions, matmul, views, cat/stack, detach/clone, module calls),
+optionally inside a grad-mode region, followed by at most one statement that may raise on
+purpose (an in-place op, `backward`, `autograd.grad`, a flag toggle): an error skips the rest of
+its step, so it must come last. The generator tracks each tensor's shape, dtype and a rough
+value range, so almost every statement is valid and `log`/`sqrt`/division only see positive
+data (NaN then means a real difference); whether a statement raises is left to the engines.
+
+Only names `spec/api.yaml` lists are used: an op whose names are missing there (say
+`permute`) is left out, so every program passes the loader's check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import TypeVar
+
+from hypothesis import strategies as st
+
+from conformance.api import Api
+from conformance.fuzz.program import Program, ProgramStep
+from conformance.loader import DEFAULT_SPEC_DIR, SpecResources
+
+FAMILIES = ("inplace", "create_graph", "modules", "conv", "batchnorm")
+"""Program families that need a feature an engine may lack; all are drawn by default."""
+DTYPES = ("float32", "float64")
+MAX_STEPS = 6
+MAX_BOUND = 1e6
+"""Ops that would push a tensor's estimated magnitude past this are not drawn (no overflow)."""
+TENSOR_OBSERVATIONS = ("{v}", "{v}.requires_grad", "{v}.is_leaf", "graph({v})", "{v}.grad",
+                       "{v}.retains_grad")
+
+
+@dataclass
+class TensorVar:
+    """What the generator believes about a tensor it bound (the engines decide the truth)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    leaf: bool
+    bound: float
+    """An upper estimate of the largest absolute value."""
+    positive: bool
+    """Every value is > 0 (safe for log, sqrt and as a divisor)."""
+    contiguous: bool = True
+    view_of: str | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass
+class ModuleVar:
+    name: str
+    kind: str
+    dtype: str
+    in_size: int
+    """in_features (Linear), in_channels (Conv2d) or num_features (BatchNorm)."""
+    size: int
+    """out_features (Linear), kernel_size (Conv2d), 0 (BatchNorm)."""
+    training: bool = True
+
+
+@dataclass
+class _State:
+    api: Api
+    families: frozenset[str]
+    tensors: list[TensorVar] = field(default_factory=list)
+    modules: list[ModuleVar] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+    counter: int = 0
+    grad_enabled: bool = True
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def allows(self, *names: str) -> bool:
+        """Whether api.yaml lists every name (`torch.cat`, `nn.Linear`, or an attribute)."""
+        for name in names:
+            section, _, member = name.rpartition(".")
+            if section:
+                namespace = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}.get(
+                    section, section)
+                if member not in self.api.namespaces.get(namespace, frozenset()):
+                    return False
+            elif name not in self.api.attributes:
+                return False
+        return True
+
+    def add(self, var: TensorVar) -> TensorVar:
+        if not self.grad_enabled:
+            var = replace(var, requires_grad=False, leaf=True)
+        self.tensors.append(var)
+        return var
+
+
+T = TypeVar("T")
+Draw = Callable[[st.SearchStrategy], object]
+Op = Callable[[Draw, _State], "str | None"]
+
+
+@lru_cache(maxsize=1)
+def default_api() -> Api:
+    """The vocabulary of `spec/api.yaml` in this checkout."""
+    resources = SpecResources.load(DEFAULT_SPEC_DIR)
+    if resources.api is None:
+        raise RuntimeError(f"cannot read {DEFAULT_SPEC_DIR / 'api.yaml'}: "
+                           f"{'; '.join(map(str, resources.problems))}")
+    return resources.api
+
+
+def _dtype_kw(dtype: str) -> str:
+    return "" if dtype == "float32" else ", dtype=torch.float64"
+
+
+def _shape_args(shape: tuple[int, ...]) -> str:
+    return ", ".join(map(str, shape)) if shape else "()"
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    out = []
+    for x, y in zip(reversed((1,) * (len(b) - len(a)) + a),
+                    reversed((1,) * (len(a) - len(b)) + b), strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+def _promote(*dtypes: str) -> str:
+    return "float64" if "float64" in dtypes else "float32"
+
+
+@lru_cache(maxsize=64)
+def _index(n: int) -> st.SearchStrategy[int]:
+    """`integers(0, n - 1)`, built once per n (strategies are drawn from thousands of times)."""
+    return st.integers(0, n - 1)
+
+
+def _choice(draw: Draw, items: Sequence[T]) -> T:
+    return items[draw(_index(len(items)))] if len(items) > 1 else items[0]
+
+
+def _pick(draw: Draw, items: Iterable[T]) -> T | None:
+    items = list(items)
+    return _choice(draw, items) if items else None
+
+
+def _derived(state: _State, inputs: Iterable[TensorVar], shape: tuple[int, ...], dtype: str,
+             bound: float, positive: bool, **extra: object) -> TensorVar:
+    inputs = list(inputs)
+    requires_grad = any(t.requires_grad for t in inputs)
+    return state.add(TensorVar(state.fresh(), shape, dtype, requires_grad, not requires_grad,
+                               bound, positive, **extra))
+
+
+# Leaves ------------------------------------------------------------------------------------
+
+def leaf(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
+    """A new leaf whose shape is a suffix of `base`, some dims set to 1 (so shapes broadcast)."""
+    ndim = draw(st.integers(0, len(base)))
+    shape = tuple(_choice(draw, (n, 1)) if n != 1 else 1 for n in base[len(base) - ndim:])
+    dtype = _choice(draw, DTYPES)
+    requires_grad = draw(st.booleans())
+    kind = _choice(draw, ("rand", "randn", "ones", "tensor"))
+    name = state.fresh()
+    flag = ", requires_grad=True" if requires_grad else ""
+    if kind == "tensor" or not shape and kind == "ones":
+        number = _choice(draw, (1.5, 0.5, -2.0, 3.0))
+        data = number
+        for n in reversed(shape):
+            data = [data] * n
+        text = f"{name} = torch.tensor({data!r}{_dtype_kw(dtype)}{flag})"
+        bound, positive = abs(number), number > 0
+    else:
+        text = f"{name} = torch.{kind}({_shape_args(shape)}{_dtype_kw(dtype)}{flag})"
+        bound, positive = {"rand": (1.0, True), "randn": (5.0, False), "ones": (1.0, True)}[kind]
+    state.add(TensorVar(name, shape, dtype, requires_grad, True, bound, positive))
+    return text
+
+
+# Forward ops -------------------------------------------------------------------------------
+
+def _positive_form(t: TensorVar) -> tuple[str, float]:
+    """An expression for `t` that is strictly positive, with its bound."""
+    return (t.name, t.bound) if t.positive else (f"({t.name}.abs() + 0.5)", t.bound + 0.5)
+
+
+def unary(draw: Draw, state: _State) -> str | None:
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    choices = [
+        ("neg", f"{t.name}.neg()", t.bound, False),
+        ("abs", f"{t.name}.abs()", t.bound, False),
+        ("tanh", f"torch.tanh({t.name})", 1.0, False),
+        ("sigmoid", f"{t.name}.sigmoid()", 1.0, True),
+        ("sin", f"torch.sin({t.name})", 1.0, False),
+        ("cos", f"{t.name}.cos()", 1.0, False),
+        ("relu", f"{t.name}.relu()", t.bound, False),
+        ("clamp", f"{t.name}.clamp(-0.5, 0.5)", 0.5, False),
+        ("mul", f"{t.name} * 2.5", t.bound * 2.5, t.positive),
+        ("add", f"{t.name} + 1.5", t.bound + 1.5, False),
+        ("sub", f"2.0 - {t.name}", t.bound + 2.0, False),
+        ("div", f"{t.name} / 4.0", t.bound / 4.0, t.positive),
+        ("pow", f"{t.name}.pow(2)", t.bound ** 2, False),
+    ]
+    if t.bound <= 10:
+        choices.append(("exp", f"{t.name}.exp()", math.exp(t.bound), True))
+    positive, pbound = _positive_form(t)
+    choices += [
+        ("log", f"torch.log({positive})", max(20.0, math.log(pbound)), False),
+        ("sqrt", f"{positive}.sqrt()", math.sqrt(pbound), True),
+        ("pow", f"{positive}.pow(1.5)", pbound ** 1.5, True),
+    ]
+    choices = [c for c in choices if c[2] <= MAX_BOUND and state.allows(c[0])]
+    if not choices:
+        return None
+    _, text, bound, is_positive = _choice(draw, choices)
+    out = _derived(state, [t], t.shape, t.dtype, bound, is_positive)
+    return f"{out.name} = {text}"
+
+
+def binary(draw: Draw, state: _State) -> str | None:
+    a = _pick(draw, state.tensors)
+    if a is None:
+        return None
+    b = _pick(draw, (t for t in state.tensors if _broadcast(a.shape, t.shape) is not None))
+    shape = _broadcast(a.shape, b.shape)
+    dtype = _promote(a.dtype, b.dtype)
+    positive, pbound = _positive_form(b)
+    choices = [
+        ("add", f"{a.name} + {b.name}", a.bound + b.bound, a.positive and b.positive),
+        ("sub", f"{a.name} - {b.name}", a.bound + b.bound, False),
+        ("mul", f"{a.name} * {b.name}", a.bound * b.bound, a.positive and b.positive),
+        ("add", f"{a.name}.add({b.name})", a.bound + b.bound, a.positive and b.positive),
+        ("mul", f"torch.mul({a.name}, {b.name})" if state.allows("torch.mul")
+         else f"{a.name}.mul({b.name})", a.bound * b.bound, a.positive and b.positive),
+        ("div", f"{a.name} / {positive}", a.bound * 2.0, a.positive),
+        ("torch.where", f"torch.where({a.name} > 0.5, {a.name}, {b.name})",
+         max(a.bound, b.bound), a.positive and b.positive),
+    ]
+    choices = [c for c in choices if c[2] <= MAX_BOUND and state.allows(c[0])]
+    if not choices:
+        return None
+    _, text, bound, is_positive = _choice(draw, choices)
+    out = _derived(state, [a, b], shape, dtype, bound, is_positive)
+    return f"{out.name} = {text}"
+
+
+def reduction(draw: Draw, state: _State) -> str | None:
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    kind = _choice(draw, ("sum", "mean", "max", "min"))
+    if not state.allows(kind):
+        return None
+    if t.ndim == 0 or draw(st.booleans()):
+        text, shape = f"{t.name}.{kind}()", ()
+    else:
+        dim = draw(st.integers(-t.ndim, t.ndim - 1))
+        keepdim = draw(st.booleans())
+        keep = ", keepdim=True" if keepdim else ""
+        shape = tuple(1 if i == dim % t.ndim else n for i, n in enumerate(t.shape)) if keepdim \
+            else tuple(n for i, n in enumerate(t.shape) if i != dim % t.ndim)
+        if kind in ("max", "min"):
+            text = f"{t.name}.{kind}(dim={dim}{keep})[0]"
+        elif kind == "sum" and t.ndim >= 2 and not keepdim and draw(st.booleans()):
+            text = f"{t.name}.sum(dim=(0, -1))"
+            shape = tuple(t.shape[1:-1])
+        else:
+            text = f"{t.name}.{kind}(dim={dim}{keep})"
+    bound = t.bound * math.prod(t.shape) if kind == "sum" else t.bound
+    out = _derived(state, [t], shape, t.dtype, bound, t.positive and kind != "min")
+    return f"{out.name} = {text}"
+
+
+def matmul(draw: Draw, state: _State) -> str | None:
+    a = _pick(draw, (t for t in state.tensors if t.ndim in (1, 2)))
+    if a is None or not state.allows("torch.matmul"):
+        return None
+    k = a.shape[-1]
+    partners = [t for t in state.tensors
+                if t.ndim in (1, 2) and t.dtype == a.dtype and t.shape[0] == k]
+    prelude = ""
+    b = _pick(draw, partners) if partners and draw(st.booleans()) else None
+    if b is None:
+        n = _choice(draw, (None, 2, 3))
+        shape = (k,) if n is None else (k, n)
+        b = state.add(TensorVar(state.fresh(), shape, a.dtype, draw(st.booleans()), True, 1.0,
+                                True))
+        flag = ", requires_grad=True" if b.requires_grad else ""
+        prelude = f"{b.name} = torch.rand({_shape_args(shape)}{_dtype_kw(a.dtype)}{flag})\n"
+    shape = a.shape[:-1] + b.shape[1:]
+    form = "mm" if a.ndim == b.ndim == 2 and draw(st.booleans()) and state.allows("mm") \
+        else "matmul"
+    call = f"{a.name}.mm({b.name})" if form == "mm" else f"torch.matmul({a.name}, {b.name})"
+    out = _derived(state, [a, b], shape, a.dtype, a.bound * b.bound * k, a.positive and b.positive)
+    return f"{prelude}{out.name} = {call}"
+
+
+def view(draw: Draw, state: _State) -> str | None:
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    kinds = [k for k in ("view", "reshape", "t", "transpose", "permute", "unsqueeze", "squeeze",
+                         "expand", "select", "slice")
+             if k in ("select", "slice") or state.allows(k)]
+    kind = _choice(draw, kinds)
+    made = _VIEWS[kind](draw, t)
+    if made is None:
+        return None
+    text, shape, contiguous = made
+    out = _derived(state, [t], shape, t.dtype, t.bound, t.positive, contiguous=contiguous,
+                   view_of=t.view_of or t.name)
+    return f"{out.name} = {text}"
+
+
+ViewResult = tuple[str, tuple[int, ...], bool] | None
+"""The view's text, its shape, and whether it is contiguous (so `.view` may follow)."""
+
+
+def _view(draw: Draw, t: TensorVar) -> ViewResult:
+    if not t.contiguous:
+        return None
+    return f"{t.name}.view(-1)", (math.prod(t.shape),), True
+
+
+def _reshape(draw: Draw, t: TensorVar) -> ViewResult:
+    return f"{t.name}.reshape(1, -1)", (1, math.prod(t.shape)), t.contiguous
+
+
+def _t(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim > 2:
+        return None
+    return f"{t.name}.t()", tuple(reversed(t.shape)), t.ndim < 2
+
+
+def _transpose(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim < 2:
+        return None
+    d0 = draw(_index(t.ndim - 1))
+    d1 = d0 + 1 + draw(_index(t.ndim - 1 - d0))
+    shape = list(t.shape)
+    shape[d0], shape[d1] = shape[d1], shape[d0]
+    return f"{t.name}.transpose({d0}, {d1 - t.ndim})", tuple(shape), False
+
+
+def _permute(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim < 2:
+        return None
+    order = tuple(reversed(range(t.ndim)))
+    return f"{t.name}.permute{order}", tuple(t.shape[i] for i in order), False
+
+
+def _unsqueeze(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim >= 4:
+        return None
+    dim = draw(_index(2 * t.ndim + 2)) - t.ndim - 1
+    shape = list(t.shape)
+    shape.insert(dim % (t.ndim + 1), 1)
+    return f"{t.name}.unsqueeze({dim})", tuple(shape), t.contiguous
+
+
+def _squeeze(draw: Draw, t: TensorVar) -> ViewResult:
+    if 1 not in t.shape:
+        return None
+    if draw(st.booleans()):
+        return f"{t.name}.squeeze()", tuple(n for n in t.shape if n != 1), t.contiguous
+    dim = t.shape.index(1)
+    return f"{t.name}.squeeze({dim})", t.shape[:dim] + t.shape[dim + 1:], t.contiguous
+
+
+def _expand(draw: Draw, t: TensorVar) -> ViewResult:
+    if 1 in t.shape and draw(st.booleans()):
+        shape = tuple(2 + draw(_index(2)) if n == 1 else n for n in t.shape)
+        return f"{t.name}.expand({_shape_args(shape)})", shape, False
+    if t.ndim >= 4:
+        return None
+    return f"{t.name}.expand({', '.join(['2'] + ['-1'] * t.ndim)})", (2, *t.shape), False
+
+
+def _select(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim == 0:
+        return None
+    if t.ndim >= 2 and draw(st.booleans()):
+        index = draw(_index(t.shape[1]))
+        return f"{t.name}[:, {index}]", (t.shape[0], *t.shape[2:]), False
+    index = draw(_index(2 * t.shape[0])) - t.shape[0]
+    return f"{t.name}[{index}]", t.shape[1:], t.contiguous
+
+
+def _slice(draw: Draw, t: TensorVar) -> ViewResult:
+    if t.ndim == 0 or t.shape[0] < 2:
+        return None
+    if draw(st.booleans()):
+        return f"{t.name}[1:]", (t.shape[0] - 1, *t.shape[1:]), t.contiguous
+    return f"{t.name}[::2]", ((t.shape[0] + 1) // 2, *t.shape[1:]), False
+
+
+_VIEWS: dict[str, Callable[[Draw, TensorVar], ViewResult]] = {
+    "view": _view, "reshape": _reshape, "t": _t, "transpose": _transpose,
+    "permute": _permute, "unsqueeze": _unsqueeze, "squeeze": _squeeze, "expand": _expand,
+    "select": _select, "slice": _slice,
+}
+
+
+def join(draw: Draw, state: _State) -> str | None:
+    a = _pick(draw, state.tensors)
+    if a is None:
+        return None
+    b = _pick(draw, (t for t in state.tensors if t.shape == a.shape))
+    kind = _choice(draw, ("cat", "stack"))
+    if not state.allows(f"torch.{kind}") or (kind == "cat" and a.ndim == 0):
+        return None
+    ndim = a.ndim if kind == "cat" else a.ndim + 1
+    dim = draw(st.integers(-ndim, ndim - 1))
+    shape = list(a.shape)
+    if kind == "cat":
+        shape[dim] *= 2
+    else:
+        shape.insert(dim % ndim, 2)
+    out = _derived(state, [a, b], tuple(shape), _promote(a.dtype, b.dtype),
+                   max(a.bound, b.bound), a.positive and b.positive)
+    return f"{out.name} = torch.{kind}([{a.name}, {b.name}], dim={dim})"
+
+
+def copy(draw: Draw, state: _State) -> str | None:
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    kind = _choice(draw, ("detach", "clone"))
+    name = state.fresh()
+    if kind == "clone":
+        state.add(TensorVar(name, t.shape, t.dtype, t.requires_grad, not t.requires_grad,
+                            t.bound, t.positive))
+    else:
+        state.add(TensorVar(name, t.shape, t.dtype, False, True, t.bound, t.positive,
+                            t.contiguous, t.view_of or t.name))
+    return f"{name} = {t.name}.{kind}()"
+
+
+def module(draw: Draw, state: _State) -> str | None:
+    """Call a module (Linear, Conv2d, BatchNorm) on a tensor it fits, creating it if needed."""
+    kinds = []
+    if "modules" in state.families:
+        kinds.append("Linear")
+        if "conv" in state.families:
+            kinds.append("Conv2d")
+        if "batchnorm" in state.families:
+            kinds += ["BatchNorm1d", "BatchNorm2d"]
+    kinds = [k for k in kinds if state.allows(f"nn.{k}")]
+    if not kinds:
+        return None
+    kind = _choice(draw, kinds)
+    ndims = {"Linear": (1, 2, 3, 4), "Conv2d": (4,), "BatchNorm1d": (2, 3), "BatchNorm2d": (4,)}
+    t = _pick(draw, (t for t in state.tensors if t.ndim in ndims[kind]))
+    if t is None:
+        return None
+    in_size = t.shape[-1] if kind == "Linear" else t.shape[1]
+    existing = [m for m in state.modules
+                if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size]
+    lines = []
+    mod = _pick(draw, existing) if existing and draw(st.booleans()) else None  # type: ignore
+    if mod is None:
+        if kind == "Linear":
+            size = _choice(draw, (1, 2))
+            ctor = f"nn.Linear({in_size}, {size})"
+        elif kind == "Conv2d":
+            size = draw(st.integers(1, min(t.shape[2], t.shape[3])))
+            ctor = f"nn.Conv2d({in_size}, 2, {size})"
+        else:
+            size = 0
+            ctor = f"nn.{kind}({in_size})"
+        mod = ModuleVar(state.fresh("m"), kind, t.dtype, in_size, size)
+        if t.dtype == "float64":
+            ctor += ".double()"
+        lines.append(f"{mod.name} = {ctor}")
+        state.modules.append(mod)
+        state.features.add("modules")
+        state.features.add({"Conv2d": "conv", "Linear": "modules"}.get(kind, "batchnorm"))
+    shape = _module_output(mod, t)
+    if shape is None:
+        return "\n".join(lines) or None
+    out = state.add(TensorVar(state.fresh(), shape, t.dtype, state.grad_enabled,
+                              not state.grad_enabled, 10.0 + t.bound * 4, False))
+    lines.append(f"{out.name} = {mod.name}({t.name})")
+    return "\n".join(lines)
+
+
+def _module_output(mod: ModuleVar, t: TensorVar) -> tuple[int, ...] | None:
+    if mod.kind == "Linear":
+        return t.shape[:-1] + (mod.size,)
+    if mod.kind == "Conv2d":
+        if min(t.shape[2:]) < mod.size:
+            return None
+        return (t.shape[0], 2, t.shape[2] - mod.size + 1, t.shape[3] - mod.size + 1)
+    return t.shape
+
+
+FORWARD_OPS: tuple[Op, ...] = (unary, binary, reduction, view, matmul, join, copy, module)
+
+
+# Statements that may raise: at most one per step, always last ------------------------------
+
+def inplace(draw: Draw, state: _State) -> str | None:
+    if "inplace" not in state.families:
+        return None
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    others = [o for o in state.tensors if _broadcast(t.shape, o.shape) == t.shape]
+    choices = [("add_", f"{t.name}.add_(1.0)"), ("mul_", f"{t.name}.mul_(2.0)"),
+               ("zero_", f"{t.name}.zero_()"), ("fill_", f"{t.name}.fill_(0.5)")]
+    if others:
+        o = _choice(draw, others)
+        choices += [("sub_", f"{t.name}.sub_({o.name})"), ("mul_", f"{t.name}.mul_({o.name})")]
+    else:
+        o = None
+    if t.ndim >= 1:
+        choices.append(("select", f"{t.name}[0] = 1.5"))
+    choices = [c for c in choices if c[0] == "select" or state.allows(c[0])]
+    kind, text = _choice(draw, choices)
+    state.features.add("inplace")
+    if o is not None and o.name in text and o.requires_grad and state.grad_enabled:
+        t.requires_grad, t.leaf = True, False
+    t.bound = t.bound * max(2.0, o.bound if o is not None else 2.0) + 1.5
+    t.positive = t.positive and kind in ("add_", "mul_") and "sub_" not in text \
+        and (o is None or o.name not in text or o.positive)
+    return text
+
+
+def backward(draw: Draw, state: _State) -> str | None:
+    # Mostly a tensor that requires grad; sometimes any tensor, for the errors.
+    candidates = [t for t in state.tensors if t.requires_grad]
+    if draw(_index(8)) == 0:
+        candidates = state.tensors
+    t = _pick(draw, candidates)
+    if t is None:
+        return None
+    options = []
+    if draw(st.booleans()):
+        options.append("retain_graph=True")
+    if "create_graph" in state.families and draw(st.integers(0, 5)) == 0:
+        options.append("create_graph=True")
+        state.features.add("create_graph")
+    # Without grad mode, `t.sum()` has no grad_fn: only backward on `t` itself is meaningful.
+    form = _choice(draw, ("sum", "gradient", "plain", "function")) if state.grad_enabled \
+        else "plain"
+    if form == "plain" or (t.ndim == 0 and form == "sum"):
+        args = ", ".join(options)
+        return f"{t.name}.backward({args})"
+    if form == "gradient":
+        gradient = _choice(draw, ("torch.ones_like", "torch.rand_like"))
+        args = ", ".join([f"gradient={gradient}({t.name})", *options])
+        return f"{t.name}.backward({args})"
+    if form == "function" and state.allows("torch.autograd.backward"):
+        return f"torch.autograd.backward({', '.join([f'{t.name}.sum()', *options])})"
+    return f"{t.name}.sum().backward({', '.join(options)})"
+
+
+def grad(draw: Draw, state: _State) -> str | None:
+    outputs = [t for t in state.tensors if t.requires_grad]
+    out = _pick(draw, outputs)
+    inputs = [t for t in state.tensors if t.requires_grad]
+    if out is None or not state.grad_enabled or not state.allows("torch.autograd.grad"):
+        return None
+    chosen = draw(st.lists(st.sampled_from(inputs), min_size=1, max_size=2, unique_by=id))
+    options = []
+    if out.ndim == 0:
+        target = out.name
+    elif draw(st.booleans()):
+        target = out.name
+        options.append(f"grad_outputs=torch.ones_like({out.name})")
+    else:
+        target = f"{out.name}.sum()"
+    create_graph = "create_graph" in state.families and draw(st.booleans())
+    if create_graph:
+        options.append("create_graph=True")
+        state.features.add("create_graph")
+    if draw(st.booleans()):
+        options.append("retain_graph=True")
+    if draw(st.booleans()):
+        options.append("allow_unused=True")
+    names = []
+    for t in chosen:
+        g = state.add(TensorVar(state.fresh("g"), t.shape, t.dtype, create_graph, not create_graph,
+                                out.bound * 10, False))
+        names.append(g.name)
+    targets = ", ".join(names) + ("," if len(names) == 1 else "")
+    inputs_text = ", ".join(t.name for t in chosen)
+    return (f"{targets} = torch.autograd.grad({target}, [{inputs_text}]"
+            f"{''.join(', ' + o for o in options)})")
+
+
+def flags(draw: Draw, state: _State) -> str | None:
+    t = _pick(draw, state.tensors)
+    if t is None:
+        return None
+    choices = [
+        ("retain_grad", f"{t.name}.retain_grad()"),
+        ("requires_grad_", f"{t.name}.requires_grad_()"),
+        ("requires_grad_", f"{t.name}.requires_grad_(False)"),
+        ("requires_grad", f"{t.name}.requires_grad = {not t.requires_grad}"),
+        ("detach_", f"{t.name}.detach_()"),
+    ]
+    kind, text = _choice(draw, [c for c in choices if state.allows(c[0])])
+    if t.leaf and kind in ("requires_grad_", "requires_grad"):
+        t.requires_grad = "False" not in text
+    elif kind == "detach_" and t.view_of is None:
+        t.requires_grad, t.leaf = False, True
+    return text
+
+
+def module_mode(draw: Draw, state: _State) -> str | None:
+    mod = _pick(draw, state.modules)  # type: ignore[arg-type]
+    if mod is None:
+        return None
+    mod.training = not mod.training
+    return f"{mod.name}.{'train' if mod.training else 'eval'}()"
+
+
+LAST_OPS: tuple[Op, ...] = (backward, grad, inplace, flags, module_mode)
+
+
+# Steps and programs ------------------------------------------------------------------------
+
+def _indent(lines: list[str], depth: int) -> list[str]:
+    return [("    " * depth) + line for text in lines for line in text.splitlines()]
+
+
+def _region(draw: Draw, state: _State) -> tuple[list[str], int, bool] | None:
+    """A grad-mode region: its header lines, the body's depth, and grad mode inside it."""
+    # Plain steps first (Hypothesis shrinks towards the first choice) and most often.
+    kind = _choice(draw, ("none", "none", "none", "no_grad", "set_grad_enabled", "enable_grad"))
+    if kind == "none":
+        return None
+    if kind == "no_grad":
+        return ["with torch.no_grad():"], 1, False
+    if kind == "set_grad_enabled":
+        enabled = draw(st.booleans())
+        return [f"with torch.set_grad_enabled({enabled}):"], 1, enabled
+    return ["with torch.no_grad():", "    with torch.enable_grad():"], 2, True
+
+
+def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
+    lines: list[str] = []
+    region = _region(draw, state)
+    depth = 0
+    if region is not None:
+        header, depth, state.grad_enabled = region
+        lines += header
+    body: list[str] = []
+    for _ in range(draw(st.integers(0, 3))):
+        op = _choice(draw, ("leaf", *range(len(FORWARD_OPS))))
+        text = leaf(draw, state, base) if op == "leaf" or not state.tensors \
+            else FORWARD_OPS[op](draw, state)
+        if text:
+            body.append(text)
+    last = _choice(draw, (None, *range(len(LAST_OPS))))
+    if last is not None:
+        text = LAST_OPS[last](draw, state)
+        if text:
+            body.append(text)
+    if not body:
+        body.append(leaf(draw, state, base))
+    state.grad_enabled = True
+    return "\n".join(lines + _indent(body, depth))
+
+
+def _observations(state: _State) -> tuple[str, ...]:
+    keys = [template.format(v=t.name) for t in state.tensors for template in TENSOR_OBSERVATIONS]
+    for mod in state.modules:
+        keys += [f"{mod.name}.weight.grad", f"{mod.name}.bias.grad"]
+        if mod.kind.startswith("BatchNorm"):
+            keys += [f"{mod.name}.running_mean", f"{mod.name}.running_var"]
+    keys.append("torch.is_grad_enabled()")
+    return tuple(keys)
+
+
+@st.composite
+def _programs(draw: Draw, api: Api, families: frozenset[str], max_steps: int) -> Program:
+    state = _State(api, families)
+    base = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4)))
+    steps = []
+    for _ in range(draw(st.integers(1, max_steps))):
+        run = _step(draw, state, base)
+        steps.append(ProgramStep(run, _observations(state)))
+    seed = draw(st.integers(0, 2**16))
+    return Program(tuple(steps), seed=seed, features=tuple(sorted(state.features)))
+
+
+def programs(api: Api | None = None, families: Iterable[str] = FAMILIES,
+             max_steps: int = MAX_STEPS) -> st.SearchStrategy[Program]:
+    """Programs over `api` (default: spec/api.yaml) using the given families of FAMILIES."""
+    families = frozenset(families)
+    unknown = families - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown program families {sorted(unknown)}: use {', '.join(FAMILIES)}")
+    return _programs(api or default_api(), families, max_steps)

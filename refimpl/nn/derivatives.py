@@ -1,0 +1,283 @@
+"""Op-table rows for the nn ops: convolution, batch norm and mse_loss (see ``refimpl.ops.table``).
+
+Each row is one PyTorch overload with its node name as PyTorch 2.13 records it. Derivatives are
+written with refimpl ops, so ``create_graph=True`` differentiates them again:
+
+- ``convolution`` is linear in its input and in its weight. Its input and weight gradients are
+  two more rows (the transposed convolution and the weight correlation), whose own derivatives
+  are again convolutions or each other: three rows close the family under differentiation, and
+  first-order gradients carry PyTorch's ``ConvolutionBackwardBackward0`` name.
+- ``mse_loss``'s gradient is the row ``mse_loss_backward`` (``MseLossBackwardBackward0``).
+- ``native_batch_norm``'s gradients are composite refimpl ops that recompute the batch
+  statistics from the saved input, so second derivatives see how mean and variance depend on
+  the input (their node names are those of the composite ops, not PyTorch's fused
+  ``NativeBatchNormBackwardBackward0``).
+
+Forwards use only array operations that NumPy and CuPy share (slicing, ``@``, ``stack``,
+``zeros``, reductions), so the rows run unchanged on either backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from refimpl import _creation
+from refimpl._tensor import Tensor
+from refimpl.ops import apply, defop
+
+__all__ = ["CONVOLUTION", "CONVOLUTION_INPUT_GRAD", "CONVOLUTION_WEIGHT_GRAD",
+           "CONVOLUTION_BIAS_GRAD", "MSE_LOSS", "MSE_LOSS_BACKWARD", "NATIVE_BATCH_NORM",
+           "convolution", "conv_output_size"]
+
+Pair = tuple[int, int]
+
+
+# ------------------------------------------------------------------ convolution on arrays
+
+def conv_output_size(size: Pair, kernel: Pair, stride: Pair, padding: Pair,
+                     dilation: Pair) -> Pair:
+    """Spatial output size of a 2-d convolution (PyTorch's formula, per dimension)."""
+    return tuple((size[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                 for i in range(2))  # type: ignore[return-value]
+
+
+def _pad(xp: Any, x: Any, padding: Pair) -> Any:
+    ph, pw = padding
+    if not ph and not pw:
+        return x
+    n, c, h, w = x.shape
+    out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
+def _tap(kernel_pos: Pair, stride: Pair, dilation: Pair, out: Pair) -> tuple[slice, ...]:
+    # The input elements that kernel position (i, j) meets, one per output position.
+    (i, j), (sh, sw), (dh, dw), (oh, ow) = kernel_pos, stride, dilation, out
+    return (slice(None), slice(None), slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
+            slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+
+
+def _patches(xp: Any, x: Any, kernel: Pair, stride: Pair, dilation: Pair, out: Pair,
+             groups: int) -> Any:
+    """The padded input seen by each kernel tap: ``(N, groups, C/groups * kh * kw, oh * ow)``."""
+    kh, kw = kernel
+    taps = xp.stack([x[_tap((i, j), stride, dilation, out)]
+                     for i in range(kh) for j in range(kw)], axis=2)  # (N, C, kh*kw, oh, ow)
+    n, c = x.shape[:2]
+    return taps.reshape(n, groups, (c // groups) * kh * kw, out[0] * out[1])
+
+
+def _conv_forward(xp: Any, input: Any, weight: Any, bias: Any, *, stride: Pair, padding: Pair,
+                  dilation: Pair, groups: int) -> Any:
+    n = input.shape[0]
+    o, _, kh, kw = weight.shape
+    out = conv_output_size(input.shape[2:], (kh, kw), stride, padding, dilation)
+    cols = _patches(xp, _pad(xp, input, padding), (kh, kw), stride, dilation, out, groups)
+    w = weight.reshape(1, groups, o // groups, -1)
+    result = (w @ cols).reshape(n, o, out[0], out[1])
+    return result + bias.reshape(1, o, 1, 1)
+
+
+def _conv_input_grad_forward(xp: Any, grad_output: Any, weight: Any, *,
+                             input_shape: tuple[int, ...], stride: Pair, padding: Pair,
+                             dilation: Pair, groups: int) -> Any:
+    # The transposed convolution: every output gradient flows back to the taps it came from.
+    n, c, h, w = input_shape
+    o, cg, kh, kw = weight.shape
+    out = grad_output.shape[2:]
+    g = grad_output.reshape(n, groups, o // groups, out[0] * out[1])
+    wt = xp.transpose(weight.reshape(groups, o // groups, cg * kh * kw), (0, 2, 1))
+    cols = (wt @ g).reshape(n, c, kh * kw, out[0], out[1])
+    ph, pw = padding
+    padded = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad_output.dtype)
+    for k in range(kh * kw):
+        padded[_tap(divmod(k, kw), stride, dilation, out)] += cols[:, :, k]
+    return padded[:, :, ph:ph + h, pw:pw + w]
+
+
+def _conv_weight_grad_forward(xp: Any, grad_output: Any, input: Any, *,
+                              weight_shape: tuple[int, ...], stride: Pair, padding: Pair,
+                              dilation: Pair, groups: int) -> Any:
+    # Correlate each output gradient with the input patch that produced it, summed over N.
+    o, cg, kh, kw = weight_shape
+    n = input.shape[0]
+    out = grad_output.shape[2:]
+    cols = _patches(xp, _pad(xp, input, padding), (kh, kw), stride, dilation, out, groups)
+    g = grad_output.reshape(n, groups, o // groups, out[0] * out[1])
+    return (g @ xp.transpose(cols, (0, 1, 3, 2))).sum(axis=0).reshape(weight_shape)
+
+
+def _zero_bias(like: Tensor, channels: int) -> Tensor:
+    return _creation.zeros(channels, dtype=like.dtype, device=like.device)
+
+
+def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Pair,
+                padding: Pair, dilation: Pair, groups: int) -> Tensor:
+    """The ``convolution`` row on 4-d ``input``; an absent bias is a zero constant (no edge)."""
+    if bias is None:
+        bias = _zero_bias(weight, weight.shape[0])
+    return apply(CONVOLUTION, (input, weight, bias), {
+        "stride": stride, "padding": padding, "dilation": dilation, "groups": groups})
+
+
+def _input_grad(grad: Tensor, weight: Tensor, input_shape: tuple[int, ...], **conv: Any
+                ) -> Tensor:
+    return apply(CONVOLUTION_INPUT_GRAD, (grad, weight), {"input_shape": input_shape, **conv})
+
+
+def _weight_grad(grad: Tensor, input: Tensor, weight_shape: tuple[int, ...], **conv: Any
+                 ) -> Tensor:
+    return apply(CONVOLUTION_WEIGHT_GRAD, (grad, input), {"weight_shape": weight_shape, **conv})
+
+
+CONVOLUTION = defop(
+    "convolution", "ConvolutionBackward0", _conv_forward,
+    {"input": lambda grad, weight, input_shape, stride, padding, dilation, groups:
+         _input_grad(grad, weight, input_shape, stride=stride, padding=padding,
+                     dilation=dilation, groups=groups),
+     "weight": lambda grad, input, weight_shape, stride, padding, dilation, groups:
+         _weight_grad(grad, input, weight_shape, stride=stride, padding=padding,
+                      dilation=dilation, groups=groups),
+     "bias": lambda grad: apply(CONVOLUTION_BIAS_GRAD, (grad,))},
+)
+CONVOLUTION_INPUT_GRAD = defop(
+    # d(input grad)/d(grad_output) is the forward convolution; d/d(weight) correlates the
+    # incoming gradient (shaped like the input) with grad_output.
+    "convolution_backward.input", "ConvolutionBackwardBackward0", _conv_input_grad_forward,
+    {"grad_output": lambda grad, weight, stride, padding, dilation, groups:
+         convolution(grad, weight, None, stride, padding, dilation, groups),
+     "weight": lambda grad, grad_output, weight_shape, stride, padding, dilation, groups:
+         _weight_grad(grad_output, grad, weight_shape, stride=stride, padding=padding,
+                      dilation=dilation, groups=groups)},
+)
+CONVOLUTION_WEIGHT_GRAD = defop(
+    "convolution_backward.weight", "ConvolutionBackwardBackward0", _conv_weight_grad_forward,
+    {"grad_output": lambda grad, input, stride, padding, dilation, groups:
+         convolution(input, grad, None, stride, padding, dilation, groups),
+     "input": lambda grad, grad_output, input_shape, stride, padding, dilation, groups:
+         _input_grad(grad_output, grad, input_shape, stride=stride, padding=padding,
+                     dilation=dilation, groups=groups)},
+)
+CONVOLUTION_BIAS_GRAD = defop(
+    "convolution_backward.bias", "ConvolutionBackwardBackward0",
+    lambda xp, grad_output: grad_output.sum(axis=(0, 2, 3)),
+    {"grad_output": lambda grad, grad_output_shape:
+         grad.reshape(1, -1, 1, 1).expand(grad_output_shape)},
+)
+
+
+# ------------------------------------------------------------------ mse_loss
+
+def _reduce(loss: Any, reduction: str) -> Any:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _mse_scale(reduction: str, shape: tuple[int, ...]) -> float:
+    # d/dx of mean((x - t)^2) is 2 (x - t) / numel; of the sum (or no reduction) 2 (x - t).
+    if reduction != "mean":
+        return 2.0
+    n = 1
+    for s in shape:
+        n *= s
+    return 2.0 / n
+
+
+def _mse_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: str) -> Tensor:
+    return apply(MSE_LOSS_BACKWARD, (grad, self, target), {"reduction": reduction})
+
+
+MSE_LOSS = defop(
+    "mse_loss", "MseLossBackward0",
+    lambda xp, self, target, *, reduction="mean": _reduce((self - target) ** 2, reduction),
+    {"self": lambda grad, self, target, reduction: _mse_backward(grad, self, target, reduction),
+     # (t - x)^2 is symmetric: the target's gradient is the same row with the roles swapped.
+     "target": lambda grad, self, target, reduction:
+         _mse_backward(grad, target, self, reduction)},
+)
+MSE_LOSS_BACKWARD = defop(
+    "mse_loss_backward", "MseLossBackwardBackward0",
+    lambda xp, grad_output, self, target, *, reduction="mean":
+        _mse_scale(reduction, self.shape) * (self - target) * grad_output,
+    {"grad_output": lambda grad, self, target, reduction:
+         grad * (self - target) * _mse_scale(reduction, self.shape),
+     "self": lambda grad, grad_output, self_shape, reduction:
+         grad * grad_output * _mse_scale(reduction, self_shape),
+     "target": lambda grad, grad_output, self_shape, reduction:
+         grad * grad_output * -_mse_scale(reduction, self_shape)},
+)
+
+
+# ------------------------------------------------------------------ native_batch_norm
+
+def _channel_shape(ndim: int) -> tuple[int, ...]:
+    return (1, -1) + (1,) * (ndim - 2)
+
+
+def _reduce_dims(ndim: int) -> tuple[int, ...]:
+    return (0,) + tuple(range(2, ndim))
+
+
+def _batch_norm_forward(xp: Any, input: Any, weight: Any, bias: Any, *, training: bool,
+                        eps: float, running_mean: Any = None, running_var: Any = None) -> Any:
+    dims = _reduce_dims(input.ndim)
+    shape = _channel_shape(input.ndim)
+    if training:
+        mean = input.mean(axis=dims)
+        centered = input - mean.reshape(shape)
+        var = (centered * centered).mean(axis=dims)
+    else:
+        mean, var = running_mean._data, running_var._data
+        centered = input - mean.reshape(shape)
+    invstd = 1 / xp.sqrt(var + eps)
+    out = centered * invstd.reshape(shape) * weight.reshape(shape) + bias.reshape(shape)
+    # The batch statistics ride along so the caller can update the running estimates.
+    return out, mean, var
+
+
+def _normalized(input: Tensor, training: bool, eps: float, running_mean: Tensor | None,
+                running_var: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(x_hat, invstd)`` from refimpl ops, so they stay differentiable in ``input``."""
+    dims = _reduce_dims(input.dim())
+    shape = _channel_shape(input.dim())
+    if training:
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        invstd = ((centered * centered).mean(dims, keepdim=True) + eps) ** -0.5
+    else:
+        centered = input - running_mean.reshape(shape)
+        invstd = (running_var.reshape(shape) + eps) ** -0.5
+    return centered * invstd, invstd
+
+
+def _batch_norm_input_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
+                           eps: float, running_mean: Tensor | None,
+                           running_var: Tensor | None) -> Tensor:
+    x_hat, invstd = _normalized(input, training, eps, running_mean, running_var)
+    scale = weight.reshape(_channel_shape(input.dim())) * invstd
+    if not training:
+        return grad * scale
+    dims = _reduce_dims(input.dim())
+    # Removing the batch mean and the projection on x_hat accounts for the statistics'
+    # dependence on every element of the batch.
+    centered = grad - grad.mean(dims, keepdim=True)
+    return scale * (centered - x_hat * (grad * x_hat).mean(dims, keepdim=True))
+
+
+def _batch_norm_weight_grad(grad: Tensor, input: Tensor, training: bool, eps: float,
+                            running_mean: Tensor | None, running_var: Tensor | None) -> Tensor:
+    x_hat, _ = _normalized(input, training, eps, running_mean, running_var)
+    return (grad * x_hat).sum(_reduce_dims(input.dim()))
+
+
+NATIVE_BATCH_NORM = defop(
+    "native_batch_norm", "NativeBatchNormBackward0", _batch_norm_forward,
+    {"input": _batch_norm_input_grad,
+     "weight": _batch_norm_weight_grad,
+     "bias": lambda grad: grad.sum(_reduce_dims(grad.dim()))},
+    extra_outputs=("save_mean", "save_var"),
+)

@@ -1,0 +1,329 @@
+"""``Module``: the base class that registers parameters, buffers and submodules by assignment.
+
+Assigning a :class:`~refimpl.nn.Parameter` to an attribute registers it as a parameter, a
+``Module`` as a submodule, and a tensor to a name declared with :meth:`Module.register_buffer`
+as a buffer. Moves (``to``, ``double``, ``float``, ``cuda``, ``cpu``) replace each
+parameter's data in place, as PyTorch's ``param.data = ...`` does, so parameters stay the same
+leaf objects and keep requiring grad::
+
+    lin = nn.Linear(3, 5)
+    w = lin.weight
+    lin.double()
+    lin.weight is w, w.dtype, w.is_leaf          # (True, torch.float64, True)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from refimpl import _backend
+from refimpl._tensor import Tensor
+from refimpl.autograd.grad_mode import no_grad
+from refimpl.nn.parameter import Parameter
+from refimpl.ops import functional as core
+
+__all__ = ["Module"]
+
+
+def _addindent(text: str, spaces: int) -> str:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _move_in_place(t: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
+    """Give ``t`` the data ``fn`` computes from it, keeping ``t`` the same object."""
+    with no_grad():
+        moved = fn(t)
+    if moved is t:
+        return
+    t.data = moved
+    # The gradient accumulator caches the leaf's shape and dtype; a moved leaf needs a new one.
+    t._grad_acc = None
+
+
+class Module:
+    """Base class of all layers; subclasses set attributes in ``__init__`` and define
+    ``forward``. Calling the module calls ``forward``."""
+
+    training: bool
+    _parameters: dict[str, Parameter | None]
+    _buffers: dict[str, Tensor | None]
+    _modules: dict[str, Module | None]
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    # ------------------------------------------------------------ calling
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------ registration
+    def _check_initialized(self) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameters, buffers or modules before "
+                                 "Module.__init__() call")
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add ``param`` (or a ``None`` placeholder) under ``name``."""
+        self._check_initialized()
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_type_name(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        self._forget(name)
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """Add a tensor (or ``None``) that is state but not a parameter (running statistics)."""
+        self._check_initialized()
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_type_name(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        self._forget(name)
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        self._check_initialized()
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_type_name(module)} is not a Module subclass")
+        self._forget(name)
+        self._modules[name] = module
+
+    def _forget(self, name: str) -> None:
+        self.__dict__.pop(name, None)
+        for registry in (self._parameters, self._buffers, self._modules):
+            registry.pop(name, None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_type_name(value)}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            params[name] = None
+        elif isinstance(value, Module):
+            self.add_module(name, value)
+        elif params is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_type_name(value)}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            self._modules[name] = None
+        elif params is not None and name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_type_name(value)}' as buffer '{name}' "
+                                "(torch.Tensor or None expected)")
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if registry in d and name in d[registry]:
+                return d[registry][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in (self._parameters, self._buffers, self._modules):
+            if name in registry:
+                del registry[name]
+                return
+        object.__delattr__(self, name)
+
+    # ------------------------------------------------------------ traversal
+    def named_modules(self, memo: set[int] | None = None, prefix: str = ""
+                      ) -> Iterator[tuple[str, Module]]:
+        """This module and every submodule, each once, depth first, with dotted names."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen: set[int] = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self) -> Iterator[Module]:
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool,
+                       remove_duplicate: bool) -> Iterator[tuple[str, Any]]:
+        seen: set[int] = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
+            for name, value in getattr(mod, registry).items():
+                if value is None or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)`` pairs, e.g. ``('0.weight', ...)`` in a Sequential."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def state_dict(self) -> OrderedDict[str, Tensor]:
+        """Parameters and buffers by dotted name, detached (sharing data) as in PyTorch."""
+        out: OrderedDict[str, Tensor] = OrderedDict()
+        for prefix, mod in self.named_modules():
+            lead = f"{prefix}." if prefix else ""
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    out[lead + name] = p.detach()
+            for name, b in mod._buffers.items():
+                if b is not None:
+                    out[lead + name] = b.detach()
+        return out
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Call ``fn`` on every submodule (children first) and on this module; returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------ modes and gradients
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (Dropout drops, BatchNorm uses batch statistics); returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        """``train(False)``: Dropout becomes the identity, BatchNorm uses running statistics."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset parameter gradients: to ``None`` (the default), or to zeros in place."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                grad = p.grad
+                if grad.grad_fn is not None:
+                    grad.detach_()
+                else:
+                    grad.requires_grad_(False)
+                grad.zero_()
+
+    # ------------------------------------------------------------ moves
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is None:
+                    continue
+                _move_in_place(p, fn)
+                if p._grad is not None:
+                    _move_in_place(p._grad, fn)
+            for name, b in m._buffers.items():
+                if b is not None:
+                    with no_grad():
+                        m._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Move and/or cast floating-point parameters and buffers (``to('cuda')``,
+        ``to(torch.float64)``, ``to(device, dtype)``); parameters stay the same objects."""
+        dtype, device, _ = core._parse_to(args, dict(kwargs))
+        if dtype is not None and dtype.kind not in "fc":
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got "
+                            f"desired dtype={dtype!r}")
+        if device is not None:
+            device = _backend.resolve_device(device)
+
+        def convert(t: Tensor) -> Tensor:
+            target = dtype if dtype is not None and t.dtype.kind in "fc" else None
+            return t.to(device=device, dtype=target)
+
+        return self._apply(convert)
+
+    def cuda(self, device: Any = None) -> Module:
+        """Move every parameter and buffer to the cuda device (in place for parameters)."""
+        return self._apply(lambda t: t.cuda(device))
+
+    def cpu(self) -> Module:
+        return self._apply(lambda t: t.cpu())
+
+    def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64."""
+        return self._apply(lambda t: t.double() if t.dtype.kind == "f" else t)
+
+    def float(self) -> Module:
+        """Cast floating-point parameters and buffers to float32."""
+        return self._apply(lambda t: t.float() if t.dtype.kind == "f" else t)
+
+    # ------------------------------------------------------------ printing
+    def extra_repr(self) -> str:
+        """The text between the parentheses of this module's repr (its settings)."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines.extend(extra.split("\n"))
+        for name, child in self._modules.items():
+            lines.append(f"({name}): " + _addindent(repr(child), 2))
+        main = type(self).__name__ + "("
+        if lines:
+            if len(lines) == 1 and not self._modules:
+                main += lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, Tensor):
+        return value.type()
+    return type(value).__name__
