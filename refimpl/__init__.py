@@ -215,3 +215,7 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+# `torch.nn` is reachable as an attribute after `import torch`; the same holds here. It comes
+# last because the modules build on everything above.
+from refimpl import nn  # noqa: E402, F401

@@ -86,7 +86,8 @@ class Progress:
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.perf_counter()
-        self.last = 0.0
+        self.last = self.start
+        self.drawn = False
         self.count = 0
 
     def tick(self) -> None:
@@ -97,6 +98,7 @@ class Progress:
         if now - self.last < (0.25 if self.tty else 5.0):
             return
         self.last = now
+        self.drawn = True
         self._draw(now)
 
     def _draw(self, now: float) -> None:
@@ -110,8 +112,11 @@ class Progress:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.enabled and self.tty and self.last:
-            self.stream.write("\n")
+        """Draw the final state (only when a line was drawn: short runs stay silent)."""
+        if self.drawn:
+            self._draw(time.perf_counter())
+            if self.tty:
+                self.stream.write("\n")
             self.stream.flush()
 
 

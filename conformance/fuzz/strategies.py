@@ -102,7 +102,9 @@ class _State:
         return True
 
     def add(self, var: TensorVar) -> TensorVar:
-        if not self.grad_enabled:
+        # Without grad mode an op's result is a leaf that does not require grad; a factory
+        # called with requires_grad=True still makes a leaf that requires it.
+        if not self.grad_enabled and not var.leaf:
             var = replace(var, requires_grad=False, leaf=True)
         self.tensors.append(var)
         return var

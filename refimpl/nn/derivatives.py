@@ -131,15 +131,18 @@ def _weight_grad(grad: Tensor, input: Tensor, weight_shape: tuple[int, ...], **c
     return apply(CONVOLUTION_WEIGHT_GRAD, (grad, input), {"weight_shape": weight_shape, **conv})
 
 
+# PyTorch computes the three gradients of ``convolution`` and of ``native_batch_norm`` in one
+# joint formula, so their nodes save input and weight whichever gradients are needed, and an
+# in-place change to either fails the backward. Every formula below names both to keep that.
 CONVOLUTION = defop(
     "convolution", "ConvolutionBackward0", _conv_forward,
-    {"input": lambda grad, weight, input_shape, stride, padding, dilation, groups:
-         _input_grad(grad, weight, input_shape, stride=stride, padding=padding,
+    {"input": lambda grad, input, weight, stride, padding, dilation, groups:
+         _input_grad(grad, weight, input.shape, stride=stride, padding=padding,
                      dilation=dilation, groups=groups),
-     "weight": lambda grad, input, weight_shape, stride, padding, dilation, groups:
-         _weight_grad(grad, input, weight_shape, stride=stride, padding=padding,
+     "weight": lambda grad, input, weight, stride, padding, dilation, groups:
+         _weight_grad(grad, input, weight.shape, stride=stride, padding=padding,
                       dilation=dilation, groups=groups),
-     "bias": lambda grad: apply(CONVOLUTION_BIAS_GRAD, (grad,))},
+     "bias": lambda grad, input, weight: apply(CONVOLUTION_BIAS_GRAD, (grad,))},
 )
 CONVOLUTION_INPUT_GRAD = defop(
     # d(input grad)/d(grad_output) is the forward convolution; d/d(weight) correlates the
@@ -268,8 +271,9 @@ def _batch_norm_input_grad(grad: Tensor, input: Tensor, weight: Tensor, training
     return scale * (centered - x_hat * (grad * x_hat).mean(dims, keepdim=True))
 
 
-def _batch_norm_weight_grad(grad: Tensor, input: Tensor, training: bool, eps: float,
-                            running_mean: Tensor | None, running_var: Tensor | None) -> Tensor:
+def _batch_norm_weight_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
+                            eps: float, running_mean: Tensor | None,
+                            running_var: Tensor | None) -> Tensor:
     x_hat, _ = _normalized(input, training, eps, running_mean, running_var)
     return (grad * x_hat).sum(_reduce_dims(input.dim()))
 
@@ -278,6 +282,6 @@ NATIVE_BATCH_NORM = defop(
     "native_batch_norm", "NativeBatchNormBackward0", _batch_norm_forward,
     {"input": _batch_norm_input_grad,
      "weight": _batch_norm_weight_grad,
-     "bias": lambda grad: grad.sum(_reduce_dims(grad.dim()))},
+     "bias": lambda grad, input, weight: grad.sum(_reduce_dims(grad.dim()))},
     extra_outputs=("save_mean", "save_var"),
 )

@@ -291,3 +291,36 @@ def test_reprs() -> None:
     assert repr(p) == repr(tnn.Parameter(torch.tensor([1.0, 2.5])))
     assert re.match(r"Parameter containing:\ntensor\(\[\], requires_grad=True\)$",
                     repr(rnn.Parameter()))
+
+
+def _backward_then(lib: Any, F: Any, case: str) -> tuple[str, str]:
+    x = lib.rand(2, 1, 4, 4)
+    w = lib.rand(2, 1, 2, 2)
+    b = lib.rand(2, requires_grad=True)
+    if case == "conv2d: weight changed in place, only bias needs a gradient":
+        y = F.conv2d(x, w, b).sum()
+        w.mul_(2)
+    elif case == "batch_norm: input changed in place, only weight needs a gradient":
+        x = lib.rand(4, 3)
+        y = F.batch_norm(x, None, None, lib.rand(3, requires_grad=True), None,
+                         training=True).sum()
+        x.mul_(2)
+    else:  # a second backward through released saved tensors
+        y = F.mse_loss(F.conv2d(x, w, b), lib.rand(2, 2, 3, 3))
+        y.backward()
+    try:
+        y.backward()
+    except RuntimeError as exc:
+        return "RuntimeError", str(exc)
+    return "no error", ""
+
+
+@pytest.mark.parametrize("case", [
+    "conv2d: weight changed in place, only bias needs a gradient",
+    "batch_norm: input changed in place, only weight needs a gradient",
+    "conv2d and mse_loss: second backward",
+])
+def test_saved_tensor_errors_match_torch(case: str) -> None:
+    ours = _backward_then(refimpl, RF, case)
+    assert ours == _backward_then(torch, TF, case)
+    assert ours[0] == "RuntimeError"

@@ -1,0 +1,76 @@
+"""Engines with one seeded fault each, for the meta-tests (loaded as `faulty_engines:...`).
+
+Both wrap the PyTorch adapter, so everything but the fault is PyTorch's own behaviour.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from conformance.engines import load_engine
+from conformance.engines.generic import FACTORIES, TorchLikeEngine
+
+
+class NoAccumulationTorch(TorchLikeEngine):
+    """Leaves made by a tensor factory with requires_grad=True do not accumulate `.grad`:
+    each backward pass replaces it (a hook clears `.grad` just before AccumulateGrad runs)."""
+
+    def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
+        namespace = super().namespace(rng)
+        torch = _ClearingFactories(namespace["torch"])
+        return {**namespace, "torch": torch}
+
+
+class _ClearingFactories:
+    def __init__(self, facade: Any) -> None:
+        self._facade = facade
+        self.nn = facade.nn
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._facade, name)
+        if name in FACTORIES or name in ("rand_like", "randn_like"):
+            return _clearing(value)
+        return value
+
+
+def _clearing(factory: Any) -> Any:
+    def make(*args: Any, **kwargs: Any) -> Any:
+        tensor = factory(*args, **kwargs)
+        if tensor.requires_grad:
+            leaf = weakref.ref(tensor)
+
+            def clear(grad: Any) -> Any:
+                target = leaf()
+                if target is not None:
+                    target.grad = None
+                return grad
+
+            tensor.register_hook(clear)
+        return tensor
+
+    return make
+
+
+class RenamedSumTorch(TorchLikeEngine):
+    """Calls SumBackward1 (sum over dims) `SumBackward0`, the name of the full sum's node."""
+
+    def node_name(self, node: Any) -> str:
+        name = super().node_name(node)
+        return "SumBackward0" if name == "SumBackward1" else name
+
+
+def _wrap(cls: type[TorchLikeEngine], name: str) -> TorchLikeEngine:
+    base = load_engine("torch")
+    assert isinstance(base, TorchLikeEngine)
+    return cls(name, "torch", repro_import=base.repro_import)
+
+
+def make_no_accumulation() -> TorchLikeEngine:
+    return _wrap(NoAccumulationTorch, "torch-no-accumulation")
+
+
+def make_renamed_sum() -> TorchLikeEngine:
+    return _wrap(RenamedSumTorch, "torch-renamed-sum")
