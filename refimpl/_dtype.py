@@ -6,7 +6,7 @@ Only names live here; the array libraries' dtype objects are looked up by ``refi
 from __future__ import annotations
 
 __all__ = [
-    "dtype", "float32", "float64", "int32", "int64", "bool", "complex64", "complex128",
+    "dtype", "float16", "float32", "float64", "int32", "int64", "bool", "complex64", "complex128",
     "promote_types", "result_type_of", "get_default_dtype",
 ]
 
@@ -42,12 +42,13 @@ class dtype:  # noqa: N801 - PyTorch spells it torch.dtype
 bool = dtype("bool", "b", 1, "Bool")  # noqa: A001 - torch.bool
 int32 = dtype("int32", "i", 4, "Int")
 int64 = dtype("int64", "i", 8, "Long")
+float16 = dtype("float16", "f", 2, "Half")
 float32 = dtype("float32", "f", 4, "Float")
 float64 = dtype("float64", "f", 8, "Double")
 complex64 = dtype("complex64", "c", 8, "ComplexFloat")
 complex128 = dtype("complex128", "c", 16, "ComplexDouble")
 
-ALL = (bool, int32, int64, float32, float64, complex64, complex128)
+ALL = (bool, int32, int64, float16, float32, float64, complex64, complex128)
 BY_NAME = {d.name: d for d in ALL}
 _RANK = {"b": 0, "i": 1, "f": 2, "c": 3}
 _COMPLEX_OF = {float32: complex64, float64: complex128}

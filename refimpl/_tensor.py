@@ -346,7 +346,7 @@ class Tensor:
         raise TypeError("refimpl tensors cannot be pickled; save t.tolist() instead")
 
 
-_C_NAMES = {_dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
+_C_NAMES = {_dtype.float16: "c10::Half", _dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
             _dtype.int64: "long", _dtype.bool: "bool", _dtype.complex64: "c10::complex<float>",
             _dtype.complex128: "c10::complex<double>"}
 

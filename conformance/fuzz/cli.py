@@ -18,7 +18,7 @@ from pathlib import Path
 from conformance.engines import EngineError, load_engine
 from conformance.fuzz.findings import DEFAULT_OUT
 from conformance.fuzz.profiles import PROFILES
-from conformance.fuzz.runner import FuzzSetupError, fuzz
+from conformance.fuzz.runner import FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
 
 
@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     other_name = names[1] if names[0] == reference_name else names[0]
+    prefer_single_thread()
     try:
         reference, other = load_engine(reference_name), load_engine(other_name)
         families = [f for f in FAMILIES if f not in args.without

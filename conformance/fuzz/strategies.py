@@ -147,10 +147,20 @@ def _promote(*dtypes: str) -> str:
     return "float64" if "float64" in dtypes else "float32"
 
 
-@lru_cache(maxsize=64)
+# Strategies are built once and reused: building one per draw costs more than the draw.
+BOOL = st.booleans()
+BASE_DIMS = st.lists(st.integers(1, 3), min_size=1, max_size=4)
+"""The largest shape of a program; its leaves take suffixes of it with some dims set to 1."""
+
+
+@lru_cache(maxsize=256)
+def _between(low: int, high: int) -> st.SearchStrategy[int]:
+    return st.integers(low, high)
+
+
 def _index(n: int) -> st.SearchStrategy[int]:
-    """`integers(0, n - 1)`, built once per n (strategies are drawn from thousands of times)."""
-    return st.integers(0, n - 1)
+    """`integers(0, n - 1)`."""
+    return _between(0, n - 1)
 
 
 def _choice(draw: Draw, items: Sequence[T]) -> T:
@@ -174,10 +184,10 @@ def _derived(state: _State, inputs: Iterable[TensorVar], shape: tuple[int, ...],
 
 def leaf(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     """A new leaf whose shape is a suffix of `base`, some dims set to 1 (so shapes broadcast)."""
-    ndim = draw(st.integers(0, len(base)))
+    ndim = draw(_between(0, len(base)))
     shape = tuple(_choice(draw, (n, 1)) if n != 1 else 1 for n in base[len(base) - ndim:])
     dtype = _choice(draw, DTYPES)
-    requires_grad = draw(st.booleans())
+    requires_grad = draw(BOOL)
     kind = _choice(draw, ("rand", "randn", "ones", "tensor"))
     name = state.fresh()
     flag = ", requires_grad=True" if requires_grad else ""
@@ -271,17 +281,17 @@ def reduction(draw: Draw, state: _State) -> str | None:
     kind = _choice(draw, ("sum", "mean", "max", "min"))
     if not state.allows(kind):
         return None
-    if t.ndim == 0 or draw(st.booleans()):
+    if t.ndim == 0 or draw(BOOL):
         text, shape = f"{t.name}.{kind}()", ()
     else:
-        dim = draw(st.integers(-t.ndim, t.ndim - 1))
-        keepdim = draw(st.booleans())
+        dim = draw(_between(-t.ndim, t.ndim - 1))
+        keepdim = draw(BOOL)
         keep = ", keepdim=True" if keepdim else ""
         shape = tuple(1 if i == dim % t.ndim else n for i, n in enumerate(t.shape)) if keepdim \
             else tuple(n for i, n in enumerate(t.shape) if i != dim % t.ndim)
         if kind in ("max", "min"):
             text = f"{t.name}.{kind}(dim={dim}{keep})[0]"
-        elif kind == "sum" and t.ndim >= 2 and not keepdim and draw(st.booleans()):
+        elif kind == "sum" and t.ndim >= 2 and not keepdim and draw(BOOL):
             text = f"{t.name}.sum(dim=(0, -1))"
             shape = tuple(t.shape[1:-1])
         else:
@@ -299,16 +309,16 @@ def matmul(draw: Draw, state: _State) -> str | None:
     partners = [t for t in state.tensors
                 if t.ndim in (1, 2) and t.dtype == a.dtype and t.shape[0] == k]
     prelude = ""
-    b = _pick(draw, partners) if partners and draw(st.booleans()) else None
+    b = _pick(draw, partners) if partners and draw(BOOL) else None
     if b is None:
         n = _choice(draw, (None, 2, 3))
         shape = (k,) if n is None else (k, n)
-        b = state.add(TensorVar(state.fresh(), shape, a.dtype, draw(st.booleans()), True, 1.0,
+        b = state.add(TensorVar(state.fresh(), shape, a.dtype, draw(BOOL), True, 1.0,
                                 True))
         flag = ", requires_grad=True" if b.requires_grad else ""
         prelude = f"{b.name} = torch.rand({_shape_args(shape)}{_dtype_kw(a.dtype)}{flag})\n"
     shape = a.shape[:-1] + b.shape[1:]
-    form = "mm" if a.ndim == b.ndim == 2 and draw(st.booleans()) and state.allows("mm") \
+    form = "mm" if a.ndim == b.ndim == 2 and draw(BOOL) and state.allows("mm") \
         else "matmul"
     call = f"{a.name}.mm({b.name})" if form == "mm" else f"torch.matmul({a.name}, {b.name})"
     out = _derived(state, [a, b], shape, a.dtype, a.bound * b.bound * k, a.positive and b.positive)
@@ -381,14 +391,14 @@ def _unsqueeze(draw: Draw, t: TensorVar) -> ViewResult:
 def _squeeze(draw: Draw, t: TensorVar) -> ViewResult:
     if 1 not in t.shape:
         return None
-    if draw(st.booleans()):
+    if draw(BOOL):
         return f"{t.name}.squeeze()", tuple(n for n in t.shape if n != 1), t.contiguous
     dim = t.shape.index(1)
     return f"{t.name}.squeeze({dim})", t.shape[:dim] + t.shape[dim + 1:], t.contiguous
 
 
 def _expand(draw: Draw, t: TensorVar) -> ViewResult:
-    if 1 in t.shape and draw(st.booleans()):
+    if 1 in t.shape and draw(BOOL):
         shape = tuple(2 + draw(_index(2)) if n == 1 else n for n in t.shape)
         return f"{t.name}.expand({_shape_args(shape)})", shape, False
     if t.ndim >= 4:
@@ -399,7 +409,7 @@ def _expand(draw: Draw, t: TensorVar) -> ViewResult:
 def _select(draw: Draw, t: TensorVar) -> ViewResult:
     if t.ndim == 0:
         return None
-    if t.ndim >= 2 and draw(st.booleans()):
+    if t.ndim >= 2 and draw(BOOL):
         index = draw(_index(t.shape[1]))
         return f"{t.name}[:, {index}]", (t.shape[0], *t.shape[2:]), False
     index = draw(_index(2 * t.shape[0])) - t.shape[0]
@@ -409,7 +419,7 @@ def _select(draw: Draw, t: TensorVar) -> ViewResult:
 def _slice(draw: Draw, t: TensorVar) -> ViewResult:
     if t.ndim == 0 or t.shape[0] < 2:
         return None
-    if draw(st.booleans()):
+    if draw(BOOL):
         return f"{t.name}[1:]", (t.shape[0] - 1, *t.shape[1:]), t.contiguous
     return f"{t.name}[::2]", ((t.shape[0] + 1) // 2, *t.shape[1:]), False
 
@@ -430,7 +440,7 @@ def join(draw: Draw, state: _State) -> str | None:
     if not state.allows(f"torch.{kind}") or (kind == "cat" and a.ndim == 0):
         return None
     ndim = a.ndim if kind == "cat" else a.ndim + 1
-    dim = draw(st.integers(-ndim, ndim - 1))
+    dim = draw(_between(-ndim, ndim - 1))
     shape = list(a.shape)
     if kind == "cat":
         shape[dim] *= 2
@@ -477,13 +487,13 @@ def module(draw: Draw, state: _State) -> str | None:
     existing = [m for m in state.modules
                 if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size]
     lines = []
-    mod = _pick(draw, existing) if existing and draw(st.booleans()) else None  # type: ignore
+    mod = _pick(draw, existing) if existing and draw(BOOL) else None  # type: ignore
     if mod is None:
         if kind == "Linear":
             size = _choice(draw, (1, 2))
             ctor = f"nn.Linear({in_size}, {size})"
         elif kind == "Conv2d":
-            size = draw(st.integers(1, min(t.shape[2], t.shape[3])))
+            size = draw(_between(1, min(t.shape[2], t.shape[3])))
             ctor = f"nn.Conv2d({in_size}, 2, {size})"
         else:
             size = 0
@@ -555,9 +565,9 @@ def backward(draw: Draw, state: _State) -> str | None:
     if t is None:
         return None
     options = []
-    if draw(st.booleans()):
+    if draw(BOOL):
         options.append("retain_graph=True")
-    if "create_graph" in state.families and draw(st.integers(0, 5)) == 0:
+    if "create_graph" in state.families and draw(_between(0, 5)) == 0:
         options.append("create_graph=True")
         state.features.add("create_graph")
     # Without grad mode, `t.sum()` has no grad_fn: only backward on `t` itself is meaningful.
@@ -585,18 +595,18 @@ def grad(draw: Draw, state: _State) -> str | None:
     options = []
     if out.ndim == 0:
         target = out.name
-    elif draw(st.booleans()):
+    elif draw(BOOL):
         target = out.name
         options.append(f"grad_outputs=torch.ones_like({out.name})")
     else:
         target = f"{out.name}.sum()"
-    create_graph = "create_graph" in state.families and draw(st.booleans())
+    create_graph = "create_graph" in state.families and draw(BOOL)
     if create_graph:
         options.append("create_graph=True")
         state.features.add("create_graph")
-    if draw(st.booleans()):
+    if draw(BOOL):
         options.append("retain_graph=True")
-    if draw(st.booleans()):
+    if draw(BOOL):
         options.append("allow_unused=True")
     names = []
     for t in chosen:
@@ -654,7 +664,7 @@ def _region(draw: Draw, state: _State) -> tuple[list[str], int, bool] | None:
     if kind == "no_grad":
         return ["with torch.no_grad():"], 1, False
     if kind == "set_grad_enabled":
-        enabled = draw(st.booleans())
+        enabled = draw(BOOL)
         return [f"with torch.set_grad_enabled({enabled}):"], 1, enabled
     return ["with torch.no_grad():", "    with torch.enable_grad():"], 2, True
 
@@ -667,7 +677,7 @@ def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
         header, depth, state.grad_enabled = region
         lines += header
     body: list[str] = []
-    for _ in range(draw(st.integers(0, 3))):
+    for _ in range(draw(_between(0, 3))):
         op = _choice(draw, ("leaf", *range(len(FORWARD_OPS))))
         text = leaf(draw, state, base) if op == "leaf" or not state.tensors \
             else FORWARD_OPS[op](draw, state)
@@ -697,12 +707,12 @@ def _observations(state: _State) -> tuple[str, ...]:
 @st.composite
 def _programs(draw: Draw, api: Api, families: frozenset[str], max_steps: int) -> Program:
     state = _State(api, families)
-    base = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4)))
+    base = tuple(draw(BASE_DIMS))
     steps = []
-    for _ in range(draw(st.integers(1, max_steps))):
+    for _ in range(draw(_between(1, max_steps))):
         run = _step(draw, state, base)
         steps.append(ProgramStep(run, _observations(state)))
-    seed = draw(st.integers(0, 2**16))
+    seed = draw(_between(0, 2**16))
     return Program(tuple(steps), seed=seed, features=tuple(sorted(state.features)))
 
 
