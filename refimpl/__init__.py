@@ -39,6 +39,7 @@ from refimpl._dtype import (
     complex64,
     complex128,
     dtype,
+    float16,
     float32,
     float64,
     get_default_dtype,
@@ -108,6 +109,7 @@ from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names shadow buil
 bool = _dtype.bool  # noqa: A001 - torch.bool
 float = float32  # noqa: A001 - torch.float
 double = float64
+half = float16
 long = int64
 int = int32  # noqa: A001 - torch.int
 cfloat = complex64
@@ -146,6 +148,7 @@ __all__ = [
     "exp",
     "flatten",
     "float",
+    "float16",
     "float32",
     "float64",
     "from_numpy",
@@ -155,6 +158,7 @@ __all__ = [
     "Generator",
     "get_default_dtype",
     "gt",
+    "half",
     "int",
     "int32",
     "int64",

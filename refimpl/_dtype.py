@@ -84,7 +84,13 @@ def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | No
     if higher.kind == "c":
         return higher
     if lower.kind == "c":
-        return _COMPLEX_OF[higher] if higher.kind == "f" else lower
+        if higher.kind != "f":
+            return lower
+        if higher not in _COMPLEX_OF:
+            raise TypeError("float16 mixed with a complex number gives complex32 (ComplexHalf) "
+                            "in PyTorch, which refimpl does not model; cast the float16 tensor "
+                            "to float32 first")
+        return _COMPLEX_OF[higher]
     if higher.kind == "f":
         return higher
     if higher.kind == "b" or lower.kind == "f":

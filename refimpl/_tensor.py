@@ -149,6 +149,17 @@ class Tensor:
         self._grad_fn.register_prehook(retain)
         self._retains_grad = True
 
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Accumulate this tensor's gradient into the leaves; see ``refimpl.autograd.backward``.
+
+        Defined here rather than bound later so Python's argument errors name
+        ``Tensor.backward()``, as PyTorch's do.
+        """
+        from refimpl.autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
     def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
         # What AccumulateGrad (and a retained non-leaf) does with an incoming gradient: a fresh
         # copy the first time (or the gradient itself when the engine says nothing else holds

@@ -41,7 +41,6 @@ from conformance.fuzz.profiles import get_profile
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
 
-
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 

@@ -744,6 +744,7 @@ def _bind() -> None:
         "select": select, "clone": clone, "to": to, "sign": sign, "eq": eq, "ne": ne, "lt": lt,
         "le": le, "gt": gt, "ge": ge, "logical_not": logical_not,
         "double": _cast(_dtype.float64), "float": _cast(_dtype.float32),
+        "half": _cast(_dtype.float16),
         "long": _cast(_dtype.int64), "int": _cast(_dtype.int32), "bool": _cast(_dtype.bool),
         "cuda": lambda self, device=None: to(self, device if device is not None else "cuda"),
         "cpu": lambda self: to(self, "cpu"),
@@ -762,20 +763,10 @@ def _bind() -> None:
         "zero_": inplace.zero_, "fill_": inplace.fill_, "copy_": inplace.copy_,
         "clamp_": inplace.clamp_, "__iadd__": inplace.add_, "__isub__": inplace.sub_,
         "__imul__": inplace.mul_, "__itruediv__": inplace.div_,
-        "backward": _backward_method,
     }
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(lambda self: permute(self, tuple(reversed(range(self.dim())))))
-
-
-def _backward_method(self: Tensor, gradient: Tensor | None = None,
-                     retain_graph: bool | None = None, create_graph: bool = False,
-                     inputs: Any = None) -> None:
-    """``Tensor.backward``: see ``refimpl.autograd.backward``."""
-    from refimpl.autograd import backward
-
-    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 _bind()

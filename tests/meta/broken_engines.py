@@ -43,12 +43,10 @@ class Patch:
     def active(self) -> bool:
         return bool(self._originals)
 
-    def set(self, owner: Any, name: str, value: Any) -> Any:
-        """Replace `owner.name` by `value`; returns the original (AttributeError if absent)."""
-        original = getattr(owner, name)
-        self._originals.append((owner, name, original))
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        """Replace `owner.name` by `value` (AttributeError if `owner` has no such attribute)."""
+        self._originals.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
-        return original
 
     def originals(self) -> list[tuple[Any, str, Any]]:
         return list(self._originals)
