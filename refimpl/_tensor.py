@@ -54,7 +54,7 @@ class Tensor:
     """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
-                 "_vc", "_base", "_view_fn", "_grad_acc", "__weakref__")
+                 "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
     __hash__ = object.__hash__
@@ -223,6 +223,7 @@ class Tensor:
             raise RuntimeError(DETACH_VIEW)
         self._grad_fn = None
         self._requires_grad = False
+        self._fw_grad = None
         return self
 
     @property
@@ -375,6 +376,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._base = None
     t._view_fn = None
     t._grad_acc = None
+    t._fw_grad = None
     return t
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 _SUMMARIZE_OVER = 1000
 _EDGE = 3
+_LINE_WIDTH = 80
 
 
 def _flat(values: Any) -> list[Any]:
@@ -110,4 +111,19 @@ def tensor_repr(t: Tensor) -> str:
         suffixes.append(f"grad_fn=<{type(t._grad_fn).__name__}>")
     elif t._requires_grad:
         suffixes.append("requires_grad=True")
-    return "tensor(" + ", ".join([body, *suffixes]) + ")"
+    if t._fw_grad is not None:
+        suffixes.append(f"tangent={tensor_repr(t._fw_grad)}")
+    return _join_suffixes("tensor(" + body, suffixes, len("tensor("))
+
+
+def _join_suffixes(text: str, suffixes: list[str], indent: int) -> str:
+    # A suffix that would push the last line past 80 columns starts a new, indented line.
+    last_line = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last_line + len(suffix) + 2 > _LINE_WIDTH:
+            text += ",\n" + " " * indent + suffix
+            last_line = indent + len(suffix)
+        else:
+            text += ", " + suffix
+            last_line += len(suffix) + 2
+    return text + ")"

@@ -109,11 +109,15 @@ class Progress:
         if not self.enabled:
             return
         now = time.perf_counter()
-        if now - self.last < (0.25 if self.tty else 5.0):
+        if now - self.last < self.tick_interval():
             return
         self.last = now
         self.drawn = True
         self._draw(now)
+
+    def tick_interval(self) -> float:
+        """Seconds between redraws."""
+        return 0.25 if self.tty else 5.0
 
     def _draw(self, now: float) -> None:
         done = min(self.count, self.total)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from refimpl._tensor import Tensor
-from refimpl.autograd import graph
+from refimpl.autograd import forward_ad, graph
 from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
 from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
-__all__ = ["backward", "grad", "graph", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = ["backward", "grad", "graph", "forward_ad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled"]
 
 CREATE_GRAPH_WARNING = (

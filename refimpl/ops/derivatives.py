@@ -330,6 +330,16 @@ UNSAFE_VIEW = defop("_unsafe_view", "UnsafeViewBackward0",
                     {"self": lambda grad, self_shape: grad.reshape(self_shape)})
 ALIAS = defop("alias", "AliasBackward0", lambda xp, self: self[...],
               {"self": lambda grad: grad}, view=True)
+MAKE_DUAL = defop(
+    # forward_ad.make_dual's result: a view of the primal (PyTorch records ViewBackward0).
+    "_make_dual", "ViewBackward0", lambda xp, self: self[...], {"self": lambda grad: grad},
+    view=True,
+)
+FW_PRIMAL = defop(
+    # forward_ad.unpack_dual's primal: PyTorch's grad_fn prints as <Identity>.
+    "_fw_primal", "Identity", lambda xp, self: self[...], {"self": lambda grad: grad},
+    view=True,
+)
 T = defop("t", "TBackward0", lambda xp, self: self.T, {"self": lambda grad: grad.t()}, view=True)
 TRANSPOSE = defop(
     "transpose.int", "TransposeBackward0",

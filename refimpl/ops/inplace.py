@@ -14,7 +14,7 @@ from typing import Any
 
 from refimpl import _backend, _dtype
 from refimpl._tensor import Tensor, wrap
-from refimpl.autograd import grad_mode
+from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
@@ -121,6 +121,13 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     all_params = {**row.param_defaults, **(params or {})}
     out = row.forward(xp, *arrays, **all_params) if all_params else row.forward(xp, *arrays)
     needs_graph = recording and (self._requires_grad or any(o._requires_grad for o in others))
+    tangent = None
+    if forward_ad.is_active() and (self._fw_grad is not None
+                                   or any(o._fw_grad is not None for o in others)):
+        before = wrap(self._data.copy(), self._device)
+        before._fw_grad = self._fw_grad
+        tangent = forward_ad.jvp(row, [before, *others], all_params, wrap(out, self._device),
+                                 None)
     old_self = None
     if needs_graph:
         # The node may need self's value from before the write (mul_'s other gradient).
@@ -130,6 +137,8 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         old_self._requires_grad = self._requires_grad
     self._data[...] = out
     self._bump_version()
+    if tangent is not None:
+        _set_inplace_tangent(self, tangent, xp)
     if not needs_graph:
         return self
     base = self._base
@@ -163,6 +172,21 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     self._grad_fn = view_node
     self._requires_grad = True
     return self
+
+
+def _set_inplace_tangent(self: Tensor, tangent: Tensor, xp: Any) -> None:
+    # Writing through a view writes the base's tangent too; the view's tangent is its region.
+    base = self._base
+    if base is None:
+        forward_ad.set_tangent(self, tangent)
+        return
+    old = base._fw_grad
+    whole = F.zeros(base.shape, dtype=tangent.dtype, device=base._device) if old is None else \
+        wrap(old._data.copy(), base._device)
+    steps = _replay_chain(self._view_fn)
+    replay_on_array(xp, whole._data, steps)[...] = tangent._data
+    forward_ad.set_tangent(base, whole)
+    forward_ad.set_tangent(self, wrap(replay_on_array(xp, whole._data, steps), self._device))
 
 
 def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:

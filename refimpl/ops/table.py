@@ -56,7 +56,7 @@ from typing import Any
 
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
-from refimpl.autograd import grad_mode
+from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import FREED, SECOND_BACKWARD, Node, modified_message
 
 __all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
@@ -265,6 +265,9 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
             if t._requires_grad:
                 _record(row, tensors, params, result, extras, dev)
                 break
+    fw = forward_ad._state
+    if fw.level >= 0 and not fw.busy:  # inline forward_ad.is_active(): this path is hot
+        forward_ad.set_tangent(result, forward_ad.jvp(row, tensors, params, result, extras))
     if extras is not None:
         return (result, *[wrap(e, dev) for e in extras])
     return result

@@ -74,3 +74,14 @@ def make_no_accumulation() -> TorchLikeEngine:
 
 def make_renamed_sum() -> TorchLikeEngine:
     return _wrap(RenamedSumTorch, "torch-renamed-sum")
+
+
+def make_broken() -> TorchLikeEngine:
+    """An engine whose namespace cannot be built (like refimpl without its nn package)."""
+    engine = _wrap(TorchLikeEngine, "torch-broken")
+
+    def namespace(rng: np.random.Generator) -> dict[str, Any]:
+        raise AttributeError("module 'torch' has no attribute 'nn'")
+
+    engine.namespace = namespace  # type: ignore[method-assign]
+    return engine

@@ -39,6 +39,20 @@ SCENARIOS = {
     "int_zeros_requires_grad": "torch.zeros(2, dtype=torch.int64, requires_grad=True)",
     "complex_requires_grad": "z = torch.tensor([1 + 2j], requires_grad=True); "
                              "result = (z.requires_grad, z.dtype)",
+    "float16_requires_grad": "h = torch.ones(2, dtype=torch.float16, requires_grad=True); "
+                             "(h * 3).sum().backward(); "
+                             "result = (h, h.grad, h.type(), torch.half, h.half() is h)",
+    "float16_values_print": "result = torch.tensor([1 / 3, 2.25, -7.5], dtype=torch.float16)",
+    "float16_promotion": "h = torch.ones(2, dtype=torch.float16); result = ("
+                         "(h * 2.5).dtype, (h + torch.ones(2)).dtype, "
+                         "(h + torch.ones(2, dtype=torch.int64)).dtype, "
+                         "(h + torch.tensor(1.0, dtype=torch.float64)).dtype, "
+                         "torch.promote_types(torch.float16, torch.complex64), "
+                         "torch.promote_types(torch.int32, torch.half))",
+    "float16_grad_of_another_dtype": "x = torch.ones(2, requires_grad=True); "
+                                     "x.grad = torch.ones(2, dtype=torch.float16)",
+    "backward_unknown_keyword": "x = torch.rand(2, requires_grad=True); "
+                                "x.sum().backward(retain_grad=True)",
     # ---- grad attribute
     "nonleaf_grad_warns": "y = torch.rand(3, requires_grad=True) * 2; result = y.grad",
     "retained_grad_no_warning": "y = torch.rand(3, requires_grad=True) * 2; y.retain_grad(); "

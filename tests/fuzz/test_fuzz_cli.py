@@ -1,0 +1,49 @@
+"""`python -m conformance fuzz`: exit codes, the throughput line and the findings folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.cli import main
+
+
+def test_agreeing_engines_exit_zero_and_print_the_rate(torch_engine, tmp_path, capsys):
+    status = main(["fuzz", "--engines", "torch,torch", "--examples", "40", "--seed", "3",
+                   "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "fuzz: 40 programs on torch (reference) vs torch, 0 mismatches" in out
+    assert "programs/s" in out
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_mismatch_exits_one_and_writes_the_finding(torch_engine, tmp_path, capsys):
+    status = main(["fuzz", "--engines", "faulty_engines:make_renamed_sum,torch",
+                   "--profile", "ci", "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 1
+    yaml_files = list(tmp_path.glob("fuzz_*.yaml"))
+    assert len(yaml_files) == 1 and yaml_files[0].with_suffix(".py").exists()
+    assert "SumBackward1" in out and str(yaml_files[0]) in out
+    assert main(["lint", str(yaml_files[0])]) == 0
+
+
+def test_progress_bar_goes_to_stderr(torch_engine, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("conformance.fuzz.runner.Progress.tick_interval", lambda self: 0.0)
+    status = main(["fuzz", "--engines", "torch,torch", "--examples", "5", "--seed", "1",
+                   "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert status == 0
+    assert "5/5 programs" in captured.err and "5/5 programs" not in captured.out
+
+
+@pytest.mark.parametrize(("argv", "text"), [
+    (["--engines", "torch"], "two names"),
+    (["--engines", "torch,nonexistent-engine"], "unknown engine"),
+    (["--engines", "torch,faulty_engines:make_broken"], "cannot run a one-line program"),
+    (["--engines", "torch,torch", "--reference", "refimpl"], "not one of --engines"),
+    (["--engines", "torch,torch", "--examples", "0"], "at least 1"),
+])
+def test_usage_errors_exit_two(torch_engine, tmp_path, capsys, argv, text):
+    assert main(["fuzz", *argv, "--out", str(tmp_path), "--no-progress"]) == 2
+    assert text in capsys.readouterr().err

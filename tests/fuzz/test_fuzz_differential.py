@@ -1,0 +1,96 @@
+"""Observation and comparison: identical engines agree; every kind of difference is caught."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conformance.fuzz.differential import (
+    RaisedObservation,
+    StepError,
+    StepRecord,
+    TensorObservation,
+    compile_program,
+    first_mismatch,
+    observe,
+    same_value,
+    weakest,
+)
+from conformance.fuzz.program import Program, ProgramStep
+from conformance.fuzz.runner import fuzz
+
+
+def _tensor(values, dtype="float32") -> TensorObservation:
+    array = np.asarray(values, dtype=dtype)
+    return TensorObservation(dtype, tuple(array.shape), "cpu", array)
+
+
+def test_identical_engines_never_mismatch(torch_engine, tmp_path):
+    from conformance.engines import load_engine
+
+    result = fuzz(torch_engine, load_engine("torch"), examples=150, seed=11, out=tmp_path)
+    assert result.finding is None
+    assert result.programs == 150
+    assert not any(tmp_path.iterdir())
+
+
+def test_observe_records_errors_warnings_and_values(torch_engine):
+    program = Program((
+        ProgramStep("x = torch.ones(2, requires_grad=True)\ny = (x * 3).sum()",
+                    ("y", "graph(y)", "x.grad")),
+        ProgramStep("y.backward()\ny.backward()", ("x.grad",)),
+        ProgramStep("y.grad", ("y.grad",)),
+    ))
+    records = observe(compile_program(program), torch_engine)
+    assert records[0].error is None
+    assert records[0].observations["graph(y)"] == "SumBackward0(MulBackward0(AccumulateGrad, None))"
+    assert same_value(records[0].observations["y"], _tensor(6.0))
+    assert records[0].observations["x.grad"] is None
+    error = records[1].error
+    assert (error.statement, error.type, error.stage) == (1, "RuntimeError", "backward")
+    assert error.message.startswith("Trying to backward through the graph a second time")
+    assert same_value(records[1].observations["x.grad"], _tensor([3.0, 3.0]))
+    assert records[2].warnings and records[2].warnings[0][0] == "UserWarning"
+    assert "non-leaf Tensor" in records[2].warnings[0][1]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    (_tensor([1.0, np.nan]), _tensor([1.0, np.nan]), True),
+    (_tensor([np.inf]), _tensor([-np.inf]), False),
+    (_tensor([1.0]), _tensor([1.00001]), True),          # float32 rounding
+    (_tensor([1.0], "float64"), _tensor([1.00001], "float64"), False),
+    (_tensor([1.0]), _tensor([1.0], "float64"), False),  # dtype
+    (_tensor([1.0]), _tensor([[1.0]]), False),           # shape
+    (_tensor(1.0), None, False),
+    ("MulBackward0(AccumulateGrad)", "MulBackward0(AccumulateGrad)", True),
+    ("MulBackward0", "MulBackward1", False),
+    (True, 1, False),
+    ((_tensor(1.0), None), (_tensor(1.0), None), True),
+    (RaisedObservation("AttributeError", "no grad"), None, False),
+])
+def test_same_value(a, b, same):
+    assert same_value(a, b) is same
+    assert same_value(b, a) is same
+
+
+def _record(error=None, warnings=(), **observations) -> StepRecord:
+    return StepRecord(error, tuple(warnings), observations)
+
+
+def test_errors_compare_at_the_weaker_strictness():
+    ours = [_record(StepError(0, "RuntimeError", "backward", "Trying to backward. Again."))]
+    theirs = [_record(StepError(0, "RuntimeError", "backward", "Trying to backward. Twice."))]
+    mismatch = first_mismatch(ours, theirs, "exact")
+    assert mismatch is not None and mismatch.differences[0].what == "error"
+    assert first_mismatch(ours, theirs, weakest("exact", "prefix")) is None
+    other_stage = [_record(StepError(0, "RuntimeError", "forward", "Trying to backward. Again."))]
+    assert first_mismatch(ours, other_stage, "type") is not None
+
+
+def test_first_mismatch_names_the_step_and_every_difference():
+    ours = [_record(a=1), _record(a=1, b="x", warnings=[("UserWarning", "w")])]
+    theirs = [_record(a=1), _record(a=2, b="y")]
+    mismatch = first_mismatch(ours, theirs)
+    assert mismatch.step == 1
+    assert [d.what for d in mismatch.differences] == ["warnings", "a", "b"]
+    assert "UserWarning: w" in mismatch.text("torch", "other")

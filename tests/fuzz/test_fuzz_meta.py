@@ -1,0 +1,61 @@
+"""Meta-tests: the fuzzer finds a seeded fault inside the CI profile, and what it writes is a
+case that passes on the reference and fails on the faulty engine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import faulty_engines
+import pytest
+
+from conformance.executor import run_case
+from conformance.fuzz.profiles import PROFILES
+from conformance.fuzz.runner import FuzzResult, fuzz
+from conformance.loader import load
+
+FAULTS = {
+    "no-accumulation": (faulty_engines.make_no_accumulation, ".grad"),
+    "renamed-sum": (faulty_engines.make_renamed_sum, "graph("),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAULTS))
+def found(request, torch_engine, tmp_path_factory) -> tuple[FuzzResult, object, str]:
+    make, key = FAULTS[request.param]
+    faulty = make()
+    result = fuzz(torch_engine, faulty, profile="ci", out=tmp_path_factory.mktemp("findings"))
+    return result, faulty, key
+
+
+def test_ci_profile_finds_the_seeded_fault(found):
+    result, faulty, key = found
+    finding = result.finding
+    assert finding is not None, f"{faulty.name}: no mismatch in {result.programs} programs"
+    # Found inside the CI budget (the count includes the shrinking runs after it).
+    assert result.programs <= PROFILES["ci"].examples + 600
+    assert any(key in d.what for d in finding.mismatch.differences)
+    assert "torch (reference)" in finding.message()
+
+
+def test_finding_is_a_case_that_tells_the_engines_apart(found, torch_engine):
+    result, faulty, _ = found
+    finding = result.finding
+    assert finding.yaml_path.exists() and finding.lint_problems == ()
+    loaded = load([finding.yaml_path])
+    assert loaded.problems == [] and len(loaded.cases) == 1
+    case = loaded.cases[0]
+    assert [s.run for s in case.steps] == [
+        s.run for s in finding.program.steps[: finding.mismatch.step + 1]]
+    assert run_case(case, torch_engine).verdict == "passed"
+    assert run_case(case, faulty).verdict == "failed"
+    assert str(finding.yaml_path) in finding.message()
+
+
+def test_repro_script_runs_standalone(found):
+    finding = found[0].finding
+    assert str(finding.repro_path) in finding.message()
+    run = subprocess.run([sys.executable, str(finding.repro_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "expected:" in run.stdout

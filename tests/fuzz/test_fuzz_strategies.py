@@ -1,0 +1,84 @@
+"""Generated programs are valid cases: they pass the loader's checks against spec/api.yaml."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+
+from conformance.api import Api
+from conformance.fuzz.findings import SOURCE, dump_cases
+from conformance.fuzz.program import Program
+from conformance.fuzz.strategies import FAMILIES, default_api, programs
+from conformance.loader import load
+
+FAST = settings(max_examples=60, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _draw_many(strategy, count: int = 60, start: int = 0) -> list[Program]:
+    drawn: list[Program] = []
+
+    @seed(start)
+    @settings(FAST, max_examples=count)
+    @given(strategy)
+    def collect(program: Program) -> None:
+        drawn.append(program)
+
+    collect()
+    return drawn
+
+
+def test_programs_lint_as_cases(tmp_path):
+    drawn = _draw_many(programs(), count=80)
+    cases = []
+    for index, program in enumerate(drawn):
+        case = program.to_case(f"fuzz.program-{index}")
+        case["sources"] = [dict(SOURCE)]
+        case["steps"][-1]["expect"] = {key: None for key in program.steps[-1].observe}
+        cases.append(case)
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(dump_cases(cases))
+    result = load([path])
+    assert result.problems == []
+    assert len(result.cases) == len(drawn)
+    sources = "\n".join(p.source() for p in drawn)
+    # The programs cover the op table and the autograd surface, not one corner of it.
+    for needle in (".backward(", "torch.autograd.grad(", "create_graph=True", "torch.no_grad()",
+                   ".retain_grad()", "requires_grad_(", ".detach()", ".clone()", "torch.cat(",
+                   "nn.Linear(", "torch.matmul(", ".view(", "keepdim=True", ".expand(",
+                   "retain_graph=True", "allow_unused=True"):
+        assert needle in sources, f"no generated program uses {needle}"
+
+
+def test_only_names_listed_in_the_api_are_used():
+    api = default_api()
+    hidden = {"transpose", "expand", "mul_", "add_"}
+    narrow = Api(api.globals, {k: v - {"cat", "Conv2d"} for k, v in api.namespaces.items()},
+                 api.attributes - hidden)
+    sources = "\n".join(p.source() for p in _draw_many(programs(narrow), count=80, start=1))
+    for name in sorted(hidden):
+        assert f".{name}(" not in sources
+    assert "torch.cat(" not in sources and "nn.Conv2d(" not in sources
+    assert "torch.stack(" in sources or ".view(" in sources  # still a rich program set
+
+
+def test_families_can_be_left_out():
+    sources = "\n".join(p.source() for p in _draw_many(programs(families=()), count=80, start=2))
+    assert "nn." not in sources
+    assert "create_graph" not in sources
+    assert not re.search(r"\.(add|mul|sub|zero|fill)_\(|\] = ", sources)
+
+
+def test_features_name_what_the_program_needs():
+    for program in _draw_many(programs(), count=60, start=3):
+        text = program.source()
+        assert ("nn.Conv2d(" in text) == ("conv" in program.features)
+        assert ("create_graph=True" in text) == ("create_graph" in program.features)
+        assert set(program.features) <= set(FAMILIES)
+
+
+def test_unknown_family_is_rejected():
+    with pytest.raises(ValueError, match="unknown program families"):
+        programs(families=["inplace", "sparse"])
