@@ -64,9 +64,10 @@ class MessageVariant:
 
 
 @dataclass(frozen=True)
-class Raises:
+class ExpectedMessage:
+    """An error or warning a step expects: its class name and its text, per PyTorch version."""
+
     type: str
-    stage: str | None = None
     message: str | None = None
     messages: tuple[MessageVariant, ...] = ()
 
@@ -79,9 +80,13 @@ class Raises:
 
 
 @dataclass(frozen=True)
-class Warn:
-    type: str
-    message: str | None = None
+class Raises(ExpectedMessage):
+    stage: str | None = None
+
+
+@dataclass(frozen=True)
+class Warn(ExpectedMessage):
+    pass
 
 
 @dataclass(frozen=True)
@@ -301,6 +306,13 @@ class _Parser:
         if stage is not None and stage not in STAGES:
             self.problem(line_of(spec, "stage"), f"{where}: stage must be one of {STAGES}")
         message = self.text(spec, "message", where, required=False)
+        variants = self.variants(spec, where)
+        if kind is None:
+            return None
+        return Raises(type=kind, stage=stage, message=message, messages=variants)
+
+    def variants(self, spec: Mapping[str, Any], where: str) -> tuple[MessageVariant, ...]:
+        """Older wordings under `messages`, each with a PEP 440 range of PyTorch versions."""
         variants = []
         for item in self.mappings(spec, "messages", where):
             spec_text = self.text(item, "torch", f"{where} messages")
@@ -316,18 +328,17 @@ class _Parser:
                 )
                 continue
             variants.append(MessageVariant(spec_text, text))
-        if kind is None:
-            return None
-        return Raises(type=kind, stage=stage, message=message, messages=tuple(variants))
+        return tuple(variants)
 
     def warns(self, node: Mapping[str, Any], where: str) -> list[Warn]:
         out = []
         for item in self.mappings(node, "warns", f"{where}"):
-            self.unknown_keys(item, {"type", "message"}, f"{where} warns")
+            self.unknown_keys(item, {"type", "message", "messages"}, f"{where} warns")
             kind = self.text(item, "type", f"{where} warns")
             message = self.text(item, "message", f"{where} warns", required=False)
+            variants = self.variants(item, f"{where} warns")
             if kind:
-                out.append(Warn(kind, message))
+                out.append(Warn(kind, message, variants))
         return out
 
 

@@ -54,7 +54,7 @@ class Tensor:
     """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
-                 "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "__weakref__")
+                 "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
     __hash__ = object.__hash__
@@ -207,6 +207,23 @@ class Tensor:
     @property
     def _version(self) -> int:
         return self._vc[0] if self._vc is not None else 0
+
+    def _track_view(self, view: Tensor) -> None:
+        # A base remembers its views (weakly) so an in-place write can give them new grad_fns.
+        views = self._views
+        if views is None:
+            self._views = [weakref.ref(view)]
+            return
+        views.append(weakref.ref(view))
+        if len(views) >= 64 and len(views) & (len(views) - 1) == 0:  # prune at powers of two
+            self._views = [r for r in views if r() is not None]
+
+    def _live_views(self) -> list[Tensor]:
+        views = [r() for r in self._views or ()]
+        live = [v for v in views if v is not None]
+        if len(live) != len(views):
+            self._views = [weakref.ref(v) for v in live]
+        return live
 
     def _is_view(self) -> bool:
         return self._base is not None
@@ -377,6 +394,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._view_fn = None
     t._grad_acc = None
     t._fw_grad = None
+    t._views = None
     return t
 
 

@@ -144,6 +144,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     base = self._base
     if base is None:
         _new_node(row, old_self, others, params, self)
+        _regenerate_views(self)
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
     holder = wrap(self._data, self._device)
@@ -160,18 +161,29 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     copy_slices._dtype = base._data.dtype
     base._grad_fn = copy_slices
     base._requires_grad = True
-    view_node = AsStridedBackward0()
-    view_node._steps = steps
-    view_node._base_shape = base._data.shape
-    view_node.next_functions = ((copy_slices, 0),)
-    view_node._saved = None
-    view_node._info = None
-    view_node._pre_hooks = None
-    view_node._shape = self._data.shape
-    view_node._dtype = self._data.dtype
-    self._grad_fn = view_node
-    self._requires_grad = True
+    _regenerate_views(base, self)
     return self
+
+
+def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
+    """Point every view of ``base`` at its new graph after an in-place write (``written``: the
+    view written through, if any), as PyTorch does: each view's grad_fn becomes
+    ``AsStridedBackward0`` of the base's grad_fn."""
+    views = base._live_views()
+    if written is not None and not any(v is written for v in views):
+        views.append(written)
+    for view in views:
+        node = AsStridedBackward0()
+        node._steps = _replay_chain(view._view_fn)
+        node._base_shape = base._data.shape
+        node.next_functions = (edge(base),)
+        node._saved = None
+        node._info = None
+        node._pre_hooks = None
+        node._shape = view._data.shape
+        node._dtype = view._data.dtype
+        view._grad_fn = node
+        view._requires_grad = True
 
 
 def _set_inplace_tangent(self: Tensor, tangent: Tensor, xp: Any) -> None:

@@ -257,9 +257,14 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     result = wrap(out, dev)
     if row.is_view:
         base = tensors[0]
-        result._base = base._base if base._base is not None else base
+        root = base._base if base._base is not None else base
+        result._base = root
         result._vc = base._shared_version()
         result._view_fn = (base._view_fn, row, params)
+        if root._grad_fn is not None or not root._requires_grad:
+            # Only these bases can be written in place with grad recording (a leaf that
+            # requires grad refuses), which rewires the graph of every view of them.
+            root._track_view(result)
     if grad_mode._state.enabled:
         for t in tensors:
             if t._requires_grad:

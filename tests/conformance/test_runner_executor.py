@@ -76,6 +76,18 @@ def test_message_version_ranges(torch_engine):
     assert run_case(steps, old).verdict == "passed"
 
 
+def test_warning_message_version_ranges(torch_engine):
+    old_text = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed."
+    warns = [{"type": "UserWarning", "message": "new wording",
+              "messages": [{"torch": "<2.1", "message": old_text}]}]
+    steps = case({"run": "x = torch.ones(1, requires_grad=True)\ny = x * 2"},
+                 {"run": "g = y.grad", "warns": warns})
+    assert run_case(steps, torch_engine).verdict == "failed"
+    prefix_only = _Renamed(torch_engine, torch_version="2.0.1")
+    prefix_only.message_strictness = "prefix"
+    assert run_case(steps, prefix_only).verdict == "passed"
+
+
 @pytest.mark.parametrize(("strictness", "actual", "matches"), [
     ("exact", NONLEAF, True), ("exact", NONLEAF[:-1], False),
     ("prefix", "you can only change requires_grad flags of leaf variables, sorry", True),
