@@ -54,7 +54,8 @@ class Tensor:
     """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
-                 "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "__weakref__")
+                 "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
+                 "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
     __hash__ = object.__hash__
@@ -138,16 +139,30 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._grad_fn is None or self._retains_grad:
             return
-        ref = weakref.ref(self)
-
-        def retain(grad: Tensor) -> None:
-            t = ref()
-            if t is None or not t._retains_grad:
-                return
-            t._accumulate_grad(grad)
-
-        self._grad_fn.register_prehook(retain)
+        self._grad_fn.register_prehook(_RetainGrad(self))
         self._retains_grad = True
+
+    def register_hook(self, hook: Any) -> Any:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
+        replaces the gradient. Returns a handle whose ``remove()`` unregisters the hook."""
+        from refimpl.autograd.graph import RemovableHandle
+
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+            hooks.append(hook)
+        else:
+            node = self._grad_fn
+            if node._pre_hooks is None:
+                node._pre_hooks = []
+            hooks = node._pre_hooks
+            # retain_grad's hook runs last, so .grad sees what the other hooks returned.
+            at = len(hooks) - 1 if hooks and type(hooks[-1]) is _RetainGrad else len(hooks)
+            hooks.insert(at, hook)
+        return RemovableHandle(hooks, hook)
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
@@ -375,7 +390,22 @@ class Tensor:
         raise TypeError("refimpl tensors cannot be pickled; save t.tolist() instead")
 
 
-_C_NAMES = {_dtype.float16: "c10::Half", _dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
+class _RetainGrad:
+    """The hook ``retain_grad()`` puts on a non-leaf's grad_fn: store the incoming gradient."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        self._ref = weakref.ref(tensor)
+
+    def __call__(self, grad: Tensor) -> None:
+        t = self._ref()
+        if t is not None and t._retains_grad:
+            t._accumulate_grad(grad)
+
+
+_C_NAMES = {_dtype.float16: "c10::Half",
+            _dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
             _dtype.int64: "long", _dtype.bool: "bool", _dtype.complex64: "c10::complex<float>",
             _dtype.complex128: "c10::complex<double>"}
 
@@ -395,6 +425,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._grad_acc = None
     t._fw_grad = None
     t._views = None
+    t._hooks = None
     return t
 
 

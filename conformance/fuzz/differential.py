@@ -178,7 +178,9 @@ def _observations(step: CompiledStep, namespace: dict[str, Any], engine: Engine
 def normalise(value: Any, engine: Engine) -> Any:
     """Plain data for an observed value: tensors become TensorObservation."""
     if engine.is_tensor(value):
-        values = engine.to_numpy(value)
+        # A copy: `to_numpy` may share memory with the tensor, and a later in-place op must
+        # not rewrite what an earlier step observed.
+        values = np.array(engine.to_numpy(value), copy=True)
         return TensorObservation(engine.dtype_name(value), tuple(values.shape),
                                  engine.device_name(value), values)
     if isinstance(value, np.generic):

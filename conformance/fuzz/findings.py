@@ -26,7 +26,7 @@ from conformance.fuzz.differential import (
     StepRecord,
     TensorObservation,
 )
-from conformance.fuzz.program import Program
+from conformance.fuzz.program import Program, features_of
 from conformance.loader import load
 from conformance.repro import repro_script
 
@@ -98,8 +98,9 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
                 "generated program (a differential fuzzing finding).",
         "sources": [dict(SOURCE)],
     }
-    if program.features:
-        case["features"] = list(program.features)
+    features = features_of(program.steps[: mismatch.step + 1])
+    if features:
+        case["features"] = list(features)
     case["seed"] = program.seed
     case["steps"] = steps
     yaml_text = dump_cases([case])

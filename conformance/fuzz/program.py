@@ -12,6 +12,7 @@ observations (see `conformance.fuzz.findings`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ class ProgramStep:
     """Python source in the case language (one or more statements)."""
     observe: tuple[str, ...] = ()
     """Observation expressions evaluated after the step (keys of a case's `expect`)."""
+    features: tuple[str, ...] = ()
+    """Names from spec/features.yaml the step needs (modules, conv, inplace, ...)."""
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,11 @@ class Program:
     steps: tuple[ProgramStep, ...]
     seed: int = 0
     """Seed of the runner's NumPy generator, shared by both engines."""
-    features: tuple[str, ...] = ()
-    """Names from spec/features.yaml the program needs (modules, conv, inplace, ...)."""
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The features of all steps, sorted."""
+        return features_of(self.steps)
 
     def source(self) -> str:
         """The whole program as one script, steps separated by a comment line."""
@@ -43,3 +49,8 @@ class Program:
         if self.features:
             case["features"] = list(self.features)
         return case
+
+
+def features_of(steps: Iterable[ProgramStep]) -> tuple[str, ...]:
+    """The features the given steps need, sorted."""
+    return tuple(sorted({feature for step in steps for feature in step.features}))

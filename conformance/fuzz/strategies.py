@@ -710,10 +710,11 @@ def _programs(draw: Draw, api: Api, families: frozenset[str], max_steps: int) ->
     base = tuple(draw(BASE_DIMS))
     steps = []
     for _ in range(draw(_between(1, max_steps))):
+        state.features = set()
         run = _step(draw, state, base)
-        steps.append(ProgramStep(run, _observations(state)))
+        steps.append(ProgramStep(run, _observations(state), tuple(sorted(state.features))))
     seed = draw(_between(0, 2**16))
-    return Program(tuple(steps), seed=seed, features=tuple(sorted(state.features)))
+    return Program(tuple(steps), seed=seed)
 
 
 def programs(api: Api | None = None, families: Iterable[str] = FAMILIES,

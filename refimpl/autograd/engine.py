@@ -19,14 +19,16 @@ from refimpl.autograd.graph import AccumulateGrad, Node
 
 
 def _validate(grad: Tensor, node: Node) -> Tensor:
+    data = grad._data
+    if data.shape == node._shape and data.dtype == node._dtype:
+        return grad
+    from refimpl import _backend
     from refimpl.ops import functional as F
 
-    if grad._data.shape != node._shape:
+    if data.shape != node._shape:
         grad = F.sum_to(grad, node._shape)
     if grad._data.dtype != node._dtype:
-        from refimpl import _backend
-
-        grad = F.to(grad, _backend.dtype_of_np(node._dtype))
+        grad = F.cast_grad(grad, _backend.dtype_of_np(node._dtype))
     return grad
 
 
@@ -110,13 +112,20 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
             grad_owned = node in owned
             owned.discard(node)
             run = grad is not None and (needed is None or node in needed)
-            if run and node._pre_hooks is not None:
-                for hook in node._pre_hooks:
-                    hook(grad)
+            is_leaf = type(node) is AccumulateGrad
+            if run and targets is not None and not is_leaf and node in targets:
+                captured[node] = grad  # PyTorch captures a non-leaf's gradient before its hooks
+            hooks = (node.variable._hooks if is_leaf else node._pre_hooks) if run else None
+            if hooks:
+                for hook in hooks:
+                    new = hook(grad)
+                    if new is not None:
+                        grad = _hook_result(hook, grad, new)
+                        grad_owned = False
             if run and targets is not None:
-                if node in targets:
+                if is_leaf and node in targets:
                     captured[node] = grad
-                if type(node) is AccumulateGrad:
+                if is_leaf:
                     run = accumulate
                 else:  # run only to reach targets further down
                     run = any(n in needed for n, _ in node.next_functions if n is not None)
@@ -150,6 +159,20 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
     finally:
         grad_mode._state.enabled = prev_mode
     return captured
+
+
+def _hook_result(hook: Any, grad: Tensor, new: Any) -> Tensor:
+    """The gradient a tensor hook returned, refused where PyTorch refuses it."""
+    if not isinstance(new, Tensor):
+        raise TypeError(f"expected Tensor or None from hook '{_hook_name(hook)}', but got "
+                        f"{type(new).__name__}")
+    if new._data.shape != grad._data.shape:
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
+    return new
+
+
+def _hook_name(hook: Any) -> str:
+    return getattr(hook, "__name__", type(hook).__name__)
 
 
 def roots_of(outputs: Sequence[Tensor]) -> list[Node]:

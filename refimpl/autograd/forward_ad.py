@@ -1,4 +1,4 @@
-"""``refimpl.autograd.forward_ad``: forward-mode AD with dual tensors, as ``torch.autograd.forward_ad``.
+"""``refimpl.autograd.forward_ad``: forward-mode AD with dual tensors, as in PyTorch.
 
 Inside a ``dual_level``, a tensor made with ``make_dual(primal, tangent)`` carries a tangent,
 and every op applied to it computes its output's tangent ``J·t``::

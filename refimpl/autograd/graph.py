@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "FREED"]
+__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -39,6 +39,20 @@ def modified_message(tensor_type: str, shape: list[int], producer: str | None, v
         f"{expected} instead. Hint: enable anomaly detection to find the operation that failed to "
         "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
     )
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list[Any], hook: Any) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if any(h is self._hook for h in self._hooks):
+            self._hooks.remove(self._hook)
 
 
 class Node:

@@ -23,9 +23,10 @@ __all__ = [
     "mm", "dot", "mv", "addmm", "sum", "mean", "max", "min", "maximum", "minimum", "exp", "log",
     "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs", "clamp", "clip", "where", "softmax",
     "log_softmax", "reshape", "view", "t", "transpose", "permute", "unsqueeze", "squeeze",
-    "expand", "flatten", "select", "cat", "stack", "clone", "detach", "to", "sum_to", "sign",
+    "expand", "flatten", "select", "unbind", "cat", "stack", "clone", "detach", "to", "sum_to",
+    "sign",
     "eq", "ne", "lt", "le", "gt", "ge", "is_tensor", "zeros", "zeros_like", "ones_like",
-    "arange", "apply", "promote",
+    "arange", "apply", "promote", "conj", "real", "cast_grad", "argmax", "contiguous",
 ]
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -70,16 +71,21 @@ def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = F
     ``exp``...). ``broadcast`` checks that two tensors broadcast (elementwise ops). Wrapped
     numbers live on the first tensor's device.
     """
-    first = next(o for o in operands if isinstance(o, Tensor))
-    if (len(operands) == 2 and operands[0] is first and type(operands[1]) in (int, float)
-            and first._data.dtype.kind == "f"):
-        # The common ``tensor (op) number`` case: the tensor's float type wins.
+    if len(operands) == 2 and isinstance(operands[0], Tensor):
+        # Fast paths for the two common binary cases (they dominate small-op graphs).
+        first, second = operands
         arr = first._data
-        other = wrap(_backend.backend_of(first._device).xp.asarray(operands[1], dtype=arr.dtype),
-                     first._device)
-        return [first, other], [arr, other._data]
-    if broadcast and len(operands) == 2 and isinstance(operands[1], Tensor):
-        _check_broadcast(operands[0]._data.shape, operands[1]._data.shape)
+        if type(second) in (int, float) and arr.dtype.kind == "f":
+            # ``tensor (op) number``: the tensor's float type wins.
+            other = wrap(_backend.backend_of(first._device).xp.asarray(second, dtype=arr.dtype),
+                         first._device)
+            return [first, other], [arr, other._data]
+        if isinstance(second, Tensor):
+            if broadcast:
+                _check_broadcast(arr.shape, second._data.shape)
+            if second._data.dtype == arr.dtype and (not to_float or arr.dtype.kind in "fc"):
+                return [first, second], [arr, second._data]
+    first = next(o for o in operands if isinstance(o, Tensor))
     dt = _dtype.result_type_of(tuple(operands))
     if to_float and dt.kind in "bi":
         dt = _dtype.float32
@@ -380,6 +386,27 @@ def sigmoid(input: Tensor) -> Tensor:
     return _unary_float(D.SIGMOID, input)
 
 
+def conj(input: Tensor) -> Tensor:
+    """The complex conjugate (``ConjBackward0``); a real tensor is returned as is."""
+    if input._data.dtype.kind != "c":
+        return input
+    return apply(D.CONJ, (input,))
+
+
+def real(input: Tensor) -> Tensor:
+    """The real part of a complex tensor (a copy here; a view in PyTorch)."""
+    if input._data.dtype.kind != "c":
+        return input
+    return apply(D.REAL, (input,))
+
+
+def cast_grad(grad: Tensor, dtype: _dtype.dtype) -> Tensor:
+    """``grad`` as ``dtype``; a complex gradient for a real tensor keeps its real part."""
+    if grad._data.dtype.kind == "c" and dtype.kind != "c":
+        grad = real(grad)
+    return to(grad, dtype)
+
+
 def relu(input: Tensor) -> Tensor:
     return apply(D.RELU, (input,))
 
@@ -475,6 +502,21 @@ def logical_not(input: Tensor) -> Tensor:
 
 def bitwise_not(input: Tensor) -> Tensor:
     return _constant(input, ~input._data)
+
+
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the largest element (flattened when ``dim`` is None); never differentiable."""
+    if dim is None:
+        return _constant(input, input._data.argmax())
+    d = _wrap_dim(dim, input.dim())
+    return _constant(input, input._data.argmax(axis=d, keepdims=keepdim))
+
+
+def contiguous(input: Tensor) -> Tensor:
+    """The tensor itself when its memory is already in row-major order, else a clone."""
+    if input._data.flags.c_contiguous:
+        return input
+    return clone(input)
 
 
 def sign(input: Tensor) -> Tensor:
@@ -595,6 +637,21 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
     if not -size <= index < size:
         raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
     return apply(D.SELECT, (input,), {"dim": d, "index": index % size})
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim`` as a tuple of views (``UnbindBackward0``)."""
+    if input.dim() == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, input.dim())
+    return tuple(apply(D.UNBIND, (input,), {"dim": d, "index": i})
+                 for i in range(input._data.shape[d]))
+
+
+def _iter(input: Tensor) -> Any:
+    if input.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(unbind(input, 0))
 
 
 def _slice(input: Tensor, dim: int, key: slice) -> Tensor:
@@ -738,10 +795,13 @@ def _bind() -> None:
         "addmm": addmm, "sum": sum, "mean": mean, "max": max, "min": min, "maximum": maximum,
         "minimum": minimum, "exp": exp, "log": log, "sqrt": sqrt, "sin": sin, "cos": cos,
         "tanh": tanh, "sigmoid": sigmoid, "relu": relu, "abs": abs, "clamp": clamp,
+        "conj": conj,
         "clip": clamp, "softmax": softmax, "log_softmax": log_softmax, "reshape": reshape,
         "view": view, "t": t, "transpose": transpose, "permute": permute,
         "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "flatten": flatten,
-        "select": select, "clone": clone, "to": to, "sign": sign, "eq": eq, "ne": ne, "lt": lt,
+        "select": select, "unbind": unbind, "__iter__": _iter, "clone": clone, "to": to,
+        "argmax": argmax, "contiguous": contiguous, "pow_": inplace.pow_, "exp_": inplace.exp_,
+        "sign": sign, "eq": eq, "ne": ne, "lt": lt,
         "le": le, "gt": gt, "ge": ge, "logical_not": logical_not,
         "double": _cast(_dtype.float64), "float": _cast(_dtype.float32),
         "half": _cast(_dtype.float16),
@@ -766,6 +826,7 @@ def _bind() -> None:
     }
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
+    Tensor.real = property(real)
     Tensor.T = property(lambda self: permute(self, tuple(reversed(range(self.dim())))))
 
 

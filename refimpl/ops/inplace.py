@@ -20,7 +20,8 @@ from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
 from refimpl.ops.table import _record, apply, defop, edge
 
-__all__ = ["add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "setitem"]
+__all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "zero_", "fill_", "copy_", "clamp_",
+           "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an "
@@ -212,7 +213,32 @@ def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] |
                     to_float: bool = False) -> Tensor:
     tensors, arrays = F.promote((self, other), to_float, broadcast=True)
     _castable(_backend.dtype_of(arrays[0]), self.dtype)
+    _fits(self, tensors[1])
     return inplace(row, self, tensors[1:], arrays, params)
+
+
+def _fits(self: Tensor, other: Tensor) -> None:
+    """PyTorch's error when broadcasting ``other`` would need a larger shape than ``self``."""
+    shape, theirs = self._data.shape, other._data.shape
+    if shape == theirs:
+        return
+    ndim = max(len(shape), len(theirs))
+    padded = (1,) * (ndim - len(shape)) + shape
+    padded_theirs = (1,) * (ndim - len(theirs)) + theirs
+    broadcast = [a if b == 1 else b for a, b in zip(padded, padded_theirs, strict=True)]
+    if tuple(broadcast) != shape:
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast shape "
+                           f"{broadcast}")
+
+
+def pow_(self: Tensor, exponent: Any) -> Tensor:
+    if isinstance(exponent, Tensor):
+        return _binary_inplace(D.POW_TENSOR_TENSOR, self, exponent)
+    return inplace(D.POW_TENSOR_SCALAR, self, [], [self._data], {"exponent": exponent})
+
+
+def exp_(self: Tensor) -> Tensor:
+    return inplace(D.EXP, self, [], [self._data])
 
 
 def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:

@@ -43,7 +43,10 @@ extras are non-differentiable tensors the formulas may name (``indices`` for ``m
 Two more flags: ``view=True`` marks the result as a view of input 0 (shared version counter,
 in-place writes through it rewire the base with ``CopySlices``); ``changes_device=True`` takes
 the result's device from the ``device`` parameter (``_to_copy``). The forward must return a
-new array unless ``view=True``. In-place variants reuse the row through
+new array unless ``view=True``. Complex gradients follow PyTorch's convention
+(``grad * conj(f'(x))``): a row's formulas are written for real numbers and the table conjugates
+around them; a row whose formula is not of that form (``abs``: complex in, real out) says
+``holomorphic=False`` and handles complex numbers itself. In-place variants reuse the row through
 ``refimpl.ops.inplace.inplace(row, self, others, arrays, params)``. Rows are tested by adding
 an ``OpCase`` to ``tests/refimpl/refimpl_cases.py`` (gradcheck, second order, PyTorch, cuda).
 """
@@ -72,12 +75,14 @@ class OpRow:
 
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view",
-                 "extra_outputs", "changes_device")
+                 "extra_outputs", "changes_device", "holomorphic")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
-                 extra_outputs: Sequence[str] = (), changes_device: bool = False) -> None:
+                 extra_outputs: Sequence[str] = (), changes_device: bool = False,
+                 holomorphic: bool = True) -> None:
         self.name = name
+        self.holomorphic = holomorphic
         self.changes_device = changes_device
         self.node = node
         self.forward = forward
@@ -133,6 +138,16 @@ class OpRow:
         saved = node._saved
         if saved is FREED:
             raise RuntimeError(SECOND_BACKWARD)
+        if self.holomorphic and grad._data.dtype.kind == "c":
+            # Formulas read ``grad * f'(x)``; PyTorch's complex convention is
+            # ``grad * conj(f'(x))``, which is conj(formula(conj(grad))) for every such row.
+            from refimpl.ops.functional import conj
+
+            grads = self._run(node, conj(grad))
+            return [None if g is None else conj(g) for g in grads]
+        return self._run(node, grad)
+
+    def _run(self, node: Node, grad: Tensor) -> list[Tensor | None]:
         if self.variadic:
             formula, spec = self.formulas[0]
             args = [_resolve(node, s) for s in spec]
@@ -154,13 +169,14 @@ class OpRow:
 
 def defop(name: str, node: str, forward: Callable[..., Any],
           derivatives: dict[str, Callable[..., Any]] | None = None, *, view: bool = False,
-          extra_outputs: Sequence[str] = (), changes_device: bool = False) -> OpRow:
+          extra_outputs: Sequence[str] = (), changes_device: bool = False,
+          holomorphic: bool = True) -> OpRow:
     """Create and register a row (see the module docstring); names must be unique."""
     if name in ROWS:
         raise ValueError(f"op row {name!r} is already defined ({ROWS[name]!r}); pick another "
                          "overload name")
     row = OpRow(name, node, forward, derivatives or {}, view=view, extra_outputs=extra_outputs,
-                changes_device=changes_device)
+                changes_device=changes_device, holomorphic=holomorphic)
     ROWS[name] = row
     return row
 
@@ -295,7 +311,8 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
             if not needed:
                 saved.append(None)
             elif name == "result":
-                saved.append((result._data, 0, result._shared_version()))
+                vc = result._shared_version()  # an in-place result is past version 0
+                saved.append((result._data, vc[0], vc))
             else:
                 t = tensors[row.inputs.index(name)]
                 vc = t._vc

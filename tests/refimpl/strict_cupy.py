@@ -102,8 +102,10 @@ class ndarray:  # noqa: N801 - CuPy's name
     def reshape(self, *shape: Any) -> ndarray:
         return ndarray(self._a.reshape(*shape))
 
-    def view(self) -> ndarray:
-        return ndarray(self._a.view())
+    def view(self, dtype: Any = None) -> ndarray:
+        return ndarray(self._a.view() if dtype is None else self._a.view(dtype))
+
+    real = property(lambda self: ndarray(self._a.real))
 
 
 def _method(name: str) -> Any:
@@ -160,7 +162,7 @@ def _function(name: str) -> Any:
 _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where", "maximum",
               "minimum", "clip", "swapaxes", "transpose", "expand_dims", "squeeze",
               "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "full_like",
-              "dot", "logical_not", "ones", "full")
+              "dot", "logical_not", "ones", "full", "conj", "negative", "dtype")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
 

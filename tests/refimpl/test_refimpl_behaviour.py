@@ -53,6 +53,58 @@ SCENARIOS = {
                                      "x.grad = torch.ones(2, dtype=torch.float16)",
     "backward_unknown_keyword": "x = torch.rand(2, requires_grad=True); "
                                 "x.sum().backward(retain_grad=True)",
+    # ---- views of a base written in place get regenerated grad_fns
+    "views_see_write_through_other_view": (
+        "x = torch.tensor([1., 2., 3., 4.], requires_grad=True); b = x * 1; v1 = b[:2]; "
+        "v2 = b[2:]; v3 = b.view(2, 2); v1.mul_(2); (v2.sum() + v3.sum()).backward(); "
+        "result = ([type(t.grad_fn).__name__ for t in (v1, v2, v3, b)], "
+        "type(v2.grad_fn.next_functions[0][0]).__name__, x.grad)"),
+    "views_see_write_to_base": (
+        "x = torch.tensor([1., 2., 3.], requires_grad=True); b = x * 1; v = b[1]; "
+        "w = b.unsqueeze(0); b.add_(1); (v * 3 + w.sum()).backward(); "
+        "result = (type(v.grad_fn).__name__, type(w.grad_fn).__name__, "
+        "type(w.grad_fn.next_functions[0][0]).__name__, x.grad)"),
+    "view_of_view_sees_write": (
+        "x = torch.tensor([1., 2., 3.], requires_grad=True); b = x * 1; v = b[1:]; vv = v[0]; "
+        "v.mul_(5); vv.backward(); result = (type(vv.grad_fn).__name__, x.grad)"),
+    "saved_view_modified_names_as_strided": (
+        "x = torch.tensor([1., 2., 3.], requires_grad=True); b = x * 1; v = b[:2]; y = v * v; "
+        "b.add_(1); y.sum().backward()"),
+    "inplace_pow_exp_fill_nodes": (
+        "x = torch.tensor([1., 2.], requires_grad=True); p = (x * 1).pow_(2); e = (x * 1).exp_(); "
+        "f = (x * 1).fill_(2.); (p.sum() + e.sum() + f.sum()).backward(); "
+        "result = ([type(t.grad_fn).__name__ for t in (p, e, f)], x.grad)"),
+    "inplace_cannot_grow_target": "z = torch.ones(3, requires_grad=True) * 1; "
+                                  "z.add_(torch.ones(2, 3))",
+    "contiguous_and_argmax": (
+        "a = torch.tensor([[1., 5.], [7., 2.]], requires_grad=True); k = a.t().contiguous(); "
+        "result = (a.contiguous() is a, type(k.grad_fn).__name__, a.argmax(), "
+        "a.argmax(1, keepdim=True), torch.argmax(a, dim=0), a.argmax().requires_grad)"),
+    # ---- tensor hooks
+    "leaf_hook_replaces_and_removes": (
+        "x = torch.tensor([1., 2.], requires_grad=True); seen = []; "
+        "h = x.register_hook(lambda g: seen.append(g.tolist()) or g * 10); "
+        "(x * 3).sum().backward(); first = x.grad.clone(); h.remove(); "
+        "(x * 3).sum().backward(); result = (seen, first, x.grad, type(h).__name__)"),
+    "nonleaf_hook_runs_before_retain_grad": (
+        "x = torch.tensor([1., 2.], requires_grad=True); y = x * 2; y.retain_grad(); "
+        "y.register_hook(lambda g: g + 1); (y * y).sum().backward(); result = (y.grad, x.grad)"),
+    "hooks_in_autograd_grad": (
+        "x = torch.tensor([1., 2.], requires_grad=True); x.register_hook(lambda g: g * 0 + 5); "
+        "y = x * 2; y.register_hook(lambda g: g * 100); "
+        "result = torch.autograd.grad((y * x).sum(), [x, y])"),
+    "hook_on_tensor_without_grad": "torch.ones(2).register_hook(lambda g: g)",
+    "hook_changes_size": (
+        "x = torch.tensor([1., 2.], requires_grad=True); "
+        "x.register_hook(lambda g: torch.ones(3)); x.sum().backward()"),
+    # ---- unbind and iteration
+    "iter_and_unbind": (
+        "x = torch.tensor([[1., 2.], [3., 4.]], requires_grad=True); rows = list(x); "
+        "cols = x.unbind(1); (rows[0] * rows[1] + cols[0].sum()).sum().backward(); "
+        "result = ([type(r.grad_fn).__name__ for r in rows + list(cols)], "
+        "rows[0]._base is x, type(torch.unbind(x)).__name__, x.grad)"),
+    "iter_0d": "iter(torch.tensor(1.))",
+    "unbind_0d": "torch.tensor(1.).unbind()",
     # ---- grad attribute
     "nonleaf_grad_warns": "y = torch.rand(3, requires_grad=True) * 2; result = y.grad",
     "retained_grad_no_warning": "y = torch.rand(3, requires_grad=True) * 2; y.retain_grad(); "
