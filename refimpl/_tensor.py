@@ -13,7 +13,7 @@ from typing import Any
 
 from refimpl import _backend, _dtype
 
-__all__ = ["Tensor", "Size", "wrap"]
+__all__ = ["Tensor", "Size", "wrap", "check_no_internal_overlap"]
 
 NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -33,6 +33,18 @@ DETACH_VIEW = (
     "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
     "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
 )
+INTERNAL_OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def check_no_internal_overlap(array: Any) -> None:
+    """PyTorch's refusal to write in place into a tensor whose elements share memory (an
+    expanded tensor: a stride of 0 along a dimension longer than 1)."""
+    for size, stride in zip(array.shape, array.strides, strict=True):
+        if stride == 0 and size > 1:
+            raise RuntimeError(INTERNAL_OVERLAP)
 
 
 class Size(tuple):
@@ -105,6 +117,8 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of "
                                 f"type {type(value).__name__}")
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             if value._device is not self._device:
                 raise RuntimeError(
                     f"attempting to assign a gradient with device type '{value._device.type}' "
@@ -196,6 +210,7 @@ class Tensor:
         elif grad_mode._state.enabled or old._requires_grad:
             self._grad = old + grad
         else:
+            check_no_internal_overlap(old._data)
             old._data += grad._data.astype(old._data.dtype, copy=False)
             old._bump_version()
 

@@ -219,27 +219,29 @@ def unary(draw: Draw, state: _State) -> str | None:
     choices = [
         ("neg", f"{t.name}.neg()", t.bound, False),
         ("abs", f"{t.name}.abs()", t.bound, False),
-        ("tanh", f"torch.tanh({t.name})", 1.0, False),
+        ("torch.tanh", f"torch.tanh({t.name})", 1.0, False),
         ("sigmoid", f"{t.name}.sigmoid()", 1.0, True),
-        ("sin", f"torch.sin({t.name})", 1.0, False),
+        ("torch.sin", f"torch.sin({t.name})", 1.0, False),
         ("cos", f"{t.name}.cos()", 1.0, False),
         ("relu", f"{t.name}.relu()", t.bound, False),
         ("clamp", f"{t.name}.clamp(-0.5, 0.5)", 0.5, False),
-        ("mul", f"{t.name} * 2.5", t.bound * 2.5, t.positive),
-        ("add", f"{t.name} + 1.5", t.bound + 1.5, False),
-        ("sub", f"2.0 - {t.name}", t.bound + 2.0, False),
-        ("div", f"{t.name} / 4.0", t.bound / 4.0, t.positive),
+        (None, f"{t.name} * 2.5", t.bound * 2.5, t.positive),
+        (None, f"{t.name} + 1.5", t.bound + 1.5, False),
+        (None, f"2.0 - {t.name}", t.bound + 2.0, False),
+        (None, f"{t.name} / 4.0", t.bound / 4.0, t.positive),
         ("pow", f"{t.name}.pow(2)", t.bound ** 2, False),
     ]
     if t.bound <= 10:
         choices.append(("exp", f"{t.name}.exp()", math.exp(t.bound), True))
     positive, pbound = _positive_form(t)
     choices += [
-        ("log", f"torch.log({positive})", max(20.0, math.log(pbound)), False),
+        ("torch.log", f"torch.log({positive})", max(20.0, math.log(pbound)), False),
         ("sqrt", f"{positive}.sqrt()", math.sqrt(pbound), True),
         ("pow", f"{positive}.pow(1.5)", pbound ** 1.5, True),
     ]
-    choices = [c for c in choices if c[2] <= MAX_BOUND and state.allows(c[0])]
+    # The first item names what api.yaml must list for the form (None: an operator).
+    choices = [c for c in choices
+               if c[2] <= MAX_BOUND and (c[0] is None or state.allows(c[0]))]
     if not choices:
         return None
     _, text, bound, is_positive = _choice(draw, choices)
@@ -256,17 +258,18 @@ def binary(draw: Draw, state: _State) -> str | None:
     dtype = _promote(a.dtype, b.dtype)
     positive, pbound = _positive_form(b)
     choices = [
-        ("add", f"{a.name} + {b.name}", a.bound + b.bound, a.positive and b.positive),
-        ("sub", f"{a.name} - {b.name}", a.bound + b.bound, False),
-        ("mul", f"{a.name} * {b.name}", a.bound * b.bound, a.positive and b.positive),
+        (None, f"{a.name} + {b.name}", a.bound + b.bound, a.positive and b.positive),
+        (None, f"{a.name} - {b.name}", a.bound + b.bound, False),
+        (None, f"{a.name} * {b.name}", a.bound * b.bound, a.positive and b.positive),
         ("add", f"{a.name}.add({b.name})", a.bound + b.bound, a.positive and b.positive),
-        ("mul", f"torch.mul({a.name}, {b.name})" if state.allows("torch.mul")
-         else f"{a.name}.mul({b.name})", a.bound * b.bound, a.positive and b.positive),
-        ("div", f"{a.name} / {positive}", a.bound * 2.0, a.positive),
+        ("mul", f"{a.name}.mul({b.name})", a.bound * b.bound, a.positive and b.positive),
+        (None, f"{a.name} / {positive}", a.bound * 2.0, a.positive),
         ("torch.where", f"torch.where({a.name} > 0.5, {a.name}, {b.name})",
          max(a.bound, b.bound), a.positive and b.positive),
     ]
-    choices = [c for c in choices if c[2] <= MAX_BOUND and state.allows(c[0])]
+    # The first item names what api.yaml must list for the form (None: an operator).
+    choices = [c for c in choices
+               if c[2] <= MAX_BOUND and (c[0] is None or state.allows(c[0]))]
     if not choices:
         return None
     _, text, bound, is_positive = _choice(draw, choices)
@@ -487,7 +490,7 @@ def module(draw: Draw, state: _State) -> str | None:
     existing = [m for m in state.modules
                 if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size]
     lines = []
-    mod = _pick(draw, existing) if existing and draw(BOOL) else None  # type: ignore
+    mod = _pick(draw, existing) if draw(BOOL) else None
     if mod is None:
         if kind == "Linear":
             size = _choice(draw, (1, 2))
@@ -535,24 +538,24 @@ def inplace(draw: Draw, state: _State) -> str | None:
     t = _pick(draw, state.tensors)
     if t is None:
         return None
-    others = [o for o in state.tensors if _broadcast(t.shape, o.shape) == t.shape]
-    choices = [("add_", f"{t.name}.add_(1.0)"), ("mul_", f"{t.name}.mul_(2.0)"),
-               ("zero_", f"{t.name}.zero_()"), ("fill_", f"{t.name}.fill_(0.5)")]
-    if others:
-        o = _choice(draw, others)
-        choices += [("sub_", f"{t.name}.sub_({o.name})"), ("mul_", f"{t.name}.mul_({o.name})")]
-    else:
-        o = None
+    choices: list[tuple[str, str, TensorVar | None]] = [
+        ("add_", f"{t.name}.add_(1.0)", None), ("mul_", f"{t.name}.mul_(2.0)", None),
+        ("zero_", f"{t.name}.zero_()", None), ("fill_", f"{t.name}.fill_(0.5)", None)]
+    # A tensor operand must broadcast to the target's shape (in-place ops cannot grow it).
+    operand = _pick(draw, (o for o in state.tensors if _broadcast(t.shape, o.shape) == t.shape))
+    if operand is not None:
+        choices += [("sub_", f"{t.name}.sub_({operand.name})", operand),
+                    ("mul_", f"{t.name}.mul_({operand.name})", operand)]
     if t.ndim >= 1:
-        choices.append(("select", f"{t.name}[0] = 1.5"))
-    choices = [c for c in choices if c[0] == "select" or state.allows(c[0])]
-    kind, text = _choice(draw, choices)
+        choices.append(("select", f"{t.name}[0] = 1.5", None))
+    kind, text, used = _choice(draw, [c for c in choices
+                                      if c[0] == "select" or state.allows(c[0])])
     state.features.add("inplace")
-    if o is not None and o.name in text and o.requires_grad and state.grad_enabled:
+    if used is not None and used.requires_grad and state.grad_enabled:
         t.requires_grad, t.leaf = True, False
-    t.bound = t.bound * max(2.0, o.bound if o is not None else 2.0) + 1.5
-    t.positive = t.positive and kind in ("add_", "mul_") and "sub_" not in text \
-        and (o is None or o.name not in text or o.positive)
+    t.bound = t.bound * max(2.0, used.bound if used is not None else 2.0) + 1.5
+    t.positive = t.positive and (kind == "add_" and used is None
+                                 or kind == "mul_" and (used is None or used.positive))
     return text
 
 
@@ -639,7 +642,7 @@ def flags(draw: Draw, state: _State) -> str | None:
 
 
 def module_mode(draw: Draw, state: _State) -> str | None:
-    mod = _pick(draw, state.modules)  # type: ignore[arg-type]
+    mod = _pick(draw, state.modules)
     if mod is None:
         return None
     mod.training = not mod.training
@@ -655,7 +658,7 @@ def _indent(lines: list[str], depth: int) -> list[str]:
     return [("    " * depth) + line for text in lines for line in text.splitlines()]
 
 
-def _region(draw: Draw, state: _State) -> tuple[list[str], int, bool] | None:
+def _region(draw: Draw) -> tuple[list[str], int, bool] | None:
     """A grad-mode region: its header lines, the body's depth, and grad mode inside it."""
     # Plain steps first (Hypothesis shrinks towards the first choice) and most often.
     kind = _choice(draw, ("none", "none", "none", "no_grad", "set_grad_enabled", "enable_grad"))
@@ -671,7 +674,7 @@ def _region(draw: Draw, state: _State) -> tuple[list[str], int, bool] | None:
 
 def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     lines: list[str] = []
-    region = _region(draw, state)
+    region = _region(draw)
     depth = 0
     if region is not None:
         header, depth, state.grad_enabled = region

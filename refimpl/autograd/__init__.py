@@ -43,12 +43,16 @@ def _as_list(value: Any, what: str) -> list[Any]:
 
 
 def _grads_for(outputs: list[Tensor], grad_outputs: Any) -> list[Any]:
+    """Pair each output with its gradient as PyTorch does: extra gradients are ignored, too
+    few are an error (after the given ones were checked)."""
     if grad_outputs is None:
-        return [None] * len(outputs)
-    given = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
-    if len(given) != len(outputs):
-        raise RuntimeError(f"got {len(outputs)} tensors and {len(given)} gradients")
-    return given
+        given: list[Any] = [None] * len(outputs)
+    else:
+        given = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    grads = make_grads(outputs[:len(given)], given[:len(outputs)])
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    return grads
 
 
 def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
@@ -57,7 +61,7 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (or only into ``inputs``)."""
     global _warned_create_graph
     outputs = _as_list(tensors, "tensors")
-    grads = make_grads(outputs, _grads_for(outputs, grad_tensors))
+    grads = _grads_for(outputs, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
     targets = None
@@ -88,8 +92,12 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
          allow_unused: bool | None = None, is_grads_batched: bool = False,
          materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
     """d(outputs)/d(inputs), returned as a tuple, without touching any ``.grad``."""
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     outs = _as_list(outputs, "outputs")
-    ins = _as_list(inputs, "inputs")
+    keys = list(inputs) if type(inputs) is dict else None
+    ins = list(inputs.values()) if keys is not None else _as_list(inputs, "inputs")
     if is_grads_batched:
         raise RuntimeError("refimpl does not implement is_grads_batched=True; loop over the "
                            "batch of grad_outputs instead")
@@ -97,7 +105,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
         allow_unused = materialize_grads
     if not ins:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    grads = make_grads(outs, _grads_for(outs, grad_outputs))
+    grads = _grads_for(outs, grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
     for t in ins:
@@ -118,6 +126,8 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
             if materialize_grads:
                 from refimpl import _creation
 
-                g = _creation.zeros_like(t)
+                g = _creation.zeros_like(t, requires_grad=create_graph)
         result.append(g)
+    if keys is not None:
+        return dict(zip(keys, result, strict=True))
     return tuple(result)

@@ -199,6 +199,11 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and "
                     f"output[{i}] has a shape of {out.shape!r}.")
+            if (g.dtype.kind == "c") != (out.dtype.kind == "c"):
+                raise RuntimeError(
+                    "For complex Tensors, both grad_output and output are required to have the "
+                    f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
+                    f"{g.dtype!r} and output[{i}] has a dtype of {out.dtype!r}.")
         else:
             raise TypeError("gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")

@@ -106,5 +106,9 @@ class AccumulateGrad(Node):
 
     def apply(self, grad: Tensor, owned: bool = False) -> list[Tensor | None]:
         """Add ``grad`` into ``variable.grad``; ``owned``: no one else holds ``grad``."""
+        if not self.variable._requires_grad:
+            # The leaf stopped requiring grad (detach_, requires_grad_(False)) after the
+            # graph was built: PyTorch's AccumulateGrad then drops the gradient.
+            return []
         self.variable._accumulate_grad(grad, owned)
         return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl import _backend, _dtype
-from refimpl._tensor import Tensor, wrap
+from refimpl._tensor import Tensor, check_no_internal_overlap, wrap
 from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node
 from refimpl.ops import derivatives as D
@@ -116,6 +116,9 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     recording = grad_mode._state.enabled
     if recording:
         _check_leaf(self)
+    if row is not D.ZERO_ and row is not D.FILL_:
+        # PyTorch's zero_ and fill_ write every element the same value, so they allow it.
+        check_no_internal_overlap(self._data)
     if others and same_device:
         F.same_device([self, *others])
     xp = _backend.backend_of(self._device).xp

@@ -335,6 +335,10 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         for name, e in zip(row.extra_outputs, extras or (), strict=True):
             info[name] = wrap(e, dev)
         node._info = info
+        if node._saved is None and any(isinstance(v, Tensor) for v in info.values()):
+            # A tensor among the facts (where's condition, max.dim's indices) is a saved
+            # tensor in PyTorch too: backward releases it, and a second backward must fail.
+            node._saved = ()
     else:
         node._info = None
     result._grad_fn = node

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import faulty_engines
 import pytest
@@ -59,3 +60,15 @@ def test_repro_script_runs_standalone(found):
                          text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert "expected:" in run.stdout
+
+
+FINDINGS = Path(__file__).resolve().parent / "findings"
+
+
+def test_kept_findings_lint_and_hold_on_torch(torch_engine):
+    """The refimpl findings kept for the lead: valid cases whose expectations are PyTorch's."""
+    loaded = load([FINDINGS])
+    assert loaded.problems == []
+    assert loaded.cases
+    for case in loaded.cases:
+        assert run_case(case, torch_engine).verdict == "passed", case.id

@@ -31,7 +31,7 @@ def _draw_many(strategy, count: int = 60, start: int = 0) -> list[Program]:
 
 
 def test_programs_lint_as_cases(tmp_path):
-    drawn = _draw_many(programs(), count=80)
+    drawn = _draw_many(programs(), count=150)
     cases = []
     for index, program in enumerate(drawn):
         case = program.to_case(f"fuzz.program-{index}")
