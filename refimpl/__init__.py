@@ -48,6 +48,7 @@ from refimpl._dtype import (
     promote_types,
 )
 from refimpl._tensor import Size, Tensor
+from refimpl._warn import is_warn_always_enabled, set_warn_always
 from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
@@ -170,6 +171,7 @@ __all__ = [
     "int64",
     "is_grad_enabled",
     "is_tensor",
+    "is_warn_always_enabled",
     "le",
     "log",
     "log_softmax",
@@ -205,6 +207,7 @@ __all__ = [
     "rsub",
     "select",
     "set_grad_enabled",
+    "set_warn_always",
     "sigmoid",
     "sign",
     "sin",

@@ -7,6 +7,7 @@ call it are bound at the end of ``refimpl.ops.functional``.
 
 from __future__ import annotations
 
+import re
 import warnings
 import weakref
 from typing import Any
@@ -47,6 +48,21 @@ def check_no_internal_overlap(array: Any) -> None:
             raise RuntimeError(INTERNAL_OVERLAP)
 
 
+def no_grad_view_message(view: Tensor, indirect: bool) -> str:
+    """PyTorch's error for an in-place write involving a view created in no_grad mode."""
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    if view._grad_fn is not None:
+        name = re.sub(r"Backward\d*$", "", type(view._grad_fn).__name__)
+        prefix = f"Output 0 of {name} is a view of a view which was created in"
+    else:
+        prefix = "A view was created in"
+    return (f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled. "
+            "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
+            "clarify your code by moving both the view and the inplace either both inside the "
+            "no_grad block (if you don't want the inplace to be tracked) or both outside (if "
+            "you want the inplace to be tracked).")
+
+
 class Size(tuple):
     """``torch.Size``: a tuple of ints that prints as ``torch.Size([2, 3])``."""
 
@@ -67,6 +83,7 @@ class Tensor:
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
+                 "_no_grad_view",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -84,7 +101,14 @@ class Tensor:
         if value and self.dtype.kind not in "fc":
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients")
-        self._requires_grad = bool(value)
+        if not self._follows_base():
+            self._requires_grad = bool(value)
+
+    def _follows_base(self) -> bool:
+        # A view without a grad_fn of a base that requires grad (one taken under no_grad)
+        # requires grad because its base does: clearing its own flag changes nothing.
+        base = self._base
+        return base is not None and base._requires_grad and self._grad_fn is None
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf and return the tensor itself."""
@@ -94,16 +118,27 @@ class Tensor:
             return self
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
-        self._requires_grad = bool(requires_grad)
+        if not self._follows_base():
+            self._requires_grad = bool(requires_grad)
         return self
 
     @property
     def is_leaf(self) -> bool:
+        if self._no_grad_view is not None:
+            self._check_no_grad_view()
         return self._grad_fn is None
 
     @property
     def grad_fn(self) -> Any:
+        if self._no_grad_view is not None:
+            self._check_no_grad_view()
         return self._grad_fn
+
+    def _check_no_grad_view(self) -> None:
+        """PyTorch refuses to say what a view taken under no_grad came from once its storage
+        was written in place (in any grad mode): its history is ambiguous."""
+        if self._base._requires_grad and self._vc[0] != self._no_grad_view:
+            raise RuntimeError(no_grad_view_message(self, indirect=True))
 
     @property
     def grad(self) -> Tensor | None:
@@ -441,6 +476,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._fw_grad = None
     t._views = None
     t._hooks = None
+    t._no_grad_view = None
     return t
 
 

@@ -89,6 +89,15 @@ def _rows(values: Any, fmt: _Formatter, indent: int, summarize: bool) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
+def _grad_fn_for_repr(t: Tensor) -> str | None:
+    if t._no_grad_view is not None and t._requires_grad:
+        try:
+            t._check_no_grad_view()
+        except RuntimeError:
+            return "Invalid"  # PyTorch's name for the node it cannot rebuild for such a view
+    return None if t._grad_fn is None else type(t._grad_fn).__name__
+
+
 def tensor_repr(t: Tensor) -> str:
     """``repr(t)`` as PyTorch prints it, e.g. ``tensor(20., grad_fn=<AddBackward0>)``."""
     dtype = t.dtype
@@ -107,8 +116,9 @@ def tensor_repr(t: Tensor) -> str:
         suffixes.append(f"dtype={dtype!r}")
     elif t._data.size == 0 and dtype is not _dtype.float32:
         suffixes.append(f"dtype={dtype!r}")
-    if t._grad_fn is not None:
-        suffixes.append(f"grad_fn=<{type(t._grad_fn).__name__}>")
+    node = _grad_fn_for_repr(t)
+    if node is not None:
+        suffixes.append(f"grad_fn=<{node}>")
     elif t._requires_grad:
         suffixes.append("requires_grad=True")
     if t._fw_grad is not None:

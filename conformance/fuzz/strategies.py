@@ -149,8 +149,6 @@ def _promote(*dtypes: str) -> str:
 
 # Strategies are built once and reused: building one per draw costs more than the draw.
 BOOL = st.booleans()
-BASE_DIMS = st.lists(st.integers(1, 3), min_size=1, max_size=4)
-"""The largest shape of a program; its leaves take suffixes of it with some dims set to 1."""
 
 
 @lru_cache(maxsize=256)
@@ -184,7 +182,8 @@ def _derived(state: _State, inputs: Iterable[TensorVar], shape: tuple[int, ...],
 
 def leaf(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     """A new leaf whose shape is a suffix of `base`, some dims set to 1 (so shapes broadcast)."""
-    ndim = draw(_between(0, len(base)))
+    # Counted down from the full shape: unbiased draws would make most leaves 0-d.
+    ndim = len(base) - draw(_between(0, len(base)))
     shape = tuple(_choice(draw, (n, 1)) if n != 1 else 1 for n in base[len(base) - ndim:])
     dtype = _choice(draw, DTYPES)
     requires_grad = draw(BOOL)
@@ -478,14 +477,14 @@ def module(draw: Draw, state: _State) -> str | None:
             kinds.append("Conv2d")
         if "batchnorm" in state.families:
             kinds += ["BatchNorm1d", "BatchNorm2d"]
-    kinds = [k for k in kinds if state.allows(f"nn.{k}")]
+    ndims = {"Linear": (1, 2, 3, 4), "Conv2d": (4,), "BatchNorm1d": (2, 3), "BatchNorm2d": (4,)}
+    # The tensor first, then a module that fits it: 4-d tensors are rare, and Conv2d and
+    # BatchNorm2d would hardly ever be drawn the other way round.
+    t = _pick(draw, (t for t in state.tensors if t.ndim >= 1))
+    kinds = [k for k in kinds if state.allows(f"nn.{k}") and t is not None and t.ndim in ndims[k]]
     if not kinds:
         return None
     kind = _choice(draw, kinds)
-    ndims = {"Linear": (1, 2, 3, 4), "Conv2d": (4,), "BatchNorm1d": (2, 3), "BatchNorm2d": (4,)}
-    t = _pick(draw, (t for t in state.tensors if t.ndim in ndims[kind]))
-    if t is None:
-        return None
     in_size = t.shape[-1] if kind == "Linear" else t.shape[1]
     existing = [m for m in state.modules
                 if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size]
@@ -710,7 +709,9 @@ def _observations(state: _State) -> tuple[str, ...]:
 @st.composite
 def _programs(draw: Draw, api: Api, families: frozenset[str], max_steps: int) -> Program:
     state = _State(api, families)
-    base = tuple(draw(BASE_DIMS))
+    # The largest shape of the program; leaves take suffixes of it, some dims set to 1. Its
+    # length is drawn uniformly (a list strategy would make most programs 1-d).
+    base = tuple(draw(_between(1, 3)) for _ in range(draw(_between(1, 4))))
     steps = []
     for _ in range(draw(_between(1, max_steps))):
         state.features = set()

@@ -9,11 +9,11 @@ Mirrors ``torch.autograd``::
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from refimpl._tensor import Tensor
+from refimpl._warn import warn_once
 from refimpl.autograd import forward_ad, graph
 from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
 from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -28,7 +28,6 @@ CREATE_GRAPH_WARNING = (
     "reset the .grad fields of your parameters to None after use to break the cycle and avoid "
     "the leak."
 )
-_warned_create_graph = False
 
 
 def _as_list(value: Any, what: str) -> list[Any]:
@@ -59,7 +58,6 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (or only into ``inputs``)."""
-    global _warned_create_graph
     outputs = _as_list(tensors, "tensors")
     grads = _grads_for(outputs, grad_tensors)
     if retain_graph is None:
@@ -79,10 +77,9 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
                 t.retain_grad()
                 targets.append(t._grad_fn)
     check_outputs(outputs)
-    if create_graph and not _warned_create_graph:
-        # PyTorch warns once per process.
-        _warned_create_graph = True
-        warnings.warn(CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+    if create_graph:
+        # A TORCH_WARN_ONCE in PyTorch: once per process unless set_warn_always(True).
+        warn_once(CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
     run_backward(roots_of(outputs), grads, retain_graph=retain_graph,
                  create_graph=create_graph, capture=targets, accumulate=True)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl import _backend, _dtype
-from refimpl._tensor import Tensor, check_no_internal_overlap, wrap
+from refimpl._tensor import Tensor, check_no_internal_overlap, no_grad_view_message, wrap
 from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node
 from refimpl.ops import derivatives as D
@@ -115,6 +115,9 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     """Apply ``row`` to ``self`` in place (``arrays``: the promoted inputs, self first)."""
     recording = grad_mode._state.enabled
     if recording:
+        if self._no_grad_view is not None and (
+                self._requires_grad or any(o._requires_grad for o in others)):
+            raise RuntimeError(no_grad_view_message(self, indirect=False))
         _check_leaf(self)
     if row is not D.ZERO_ and row is not D.FILL_:
         # PyTorch's zero_ and fill_ write every element the same value, so they allow it.
@@ -177,6 +180,8 @@ def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
     if written is not None and not any(v is written for v in views):
         views.append(written)
     for view in views:
+        if view._no_grad_view is not None:
+            continue  # its grad_fn is refused from now on (Tensor._check_no_grad_view)
         node = AsStridedBackward0()
         node._steps = _replay_chain(view._view_fn)
         node._base_shape = base._data.shape

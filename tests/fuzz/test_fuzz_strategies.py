@@ -31,7 +31,7 @@ def _draw_many(strategy, count: int = 60, start: int = 0) -> list[Program]:
 
 
 def test_programs_lint_as_cases(tmp_path):
-    drawn = _draw_many(programs(), count=150)
+    drawn = _draw_many(programs(), count=100)
     cases = []
     for index, program in enumerate(drawn):
         case = program.to_case(f"fuzz.program-{index}")
@@ -43,12 +43,17 @@ def test_programs_lint_as_cases(tmp_path):
     result = load([path])
     assert result.problems == []
     assert len(result.cases) == len(drawn)
-    sources = "\n".join(p.source() for p in drawn)
-    # The programs cover the op table and the autograd surface, not one corner of it.
+
+
+def test_programs_cover_the_op_table_and_the_autograd_surface():
+    sources = "\n".join(p.source() for p in _draw_many(programs(), count=400, start=4))
     for needle in (".backward(", "torch.autograd.grad(", "create_graph=True", "torch.no_grad()",
-                   ".retain_grad()", "requires_grad_(", ".detach()", ".clone()", "torch.cat(",
-                   "nn.Linear(", "torch.matmul(", ".view(", "keepdim=True", ".expand(",
-                   "retain_graph=True", "allow_unused=True"):
+                   "torch.enable_grad()", "torch.set_grad_enabled(", ".retain_grad()",
+                   "requires_grad_(", ".detach()", ".clone()", "torch.cat(", "torch.stack(",
+                   "nn.Linear(", "nn.Conv2d(", "nn.BatchNorm", "torch.matmul(", ".view(",
+                   "keepdim=True", ".expand(", ".transpose(", "retain_graph=True",
+                   "allow_unused=True", "grad_outputs=", "gradient=", ".sum(dim=", ".max(",
+                   ".add_(", "[0] = ", ".eval()", "torch.log(", "float64"):
         assert needle in sources, f"no generated program uses {needle}"
 
 

@@ -63,6 +63,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     ndim = property(lambda self: self._a.ndim)
     size = property(lambda self: self._a.size)
     flags = property(lambda self: self._a.flags)
+    strides = property(lambda self: self._a.strides)
     T = property(lambda self: ndarray(self._a.T))
     base = property(lambda self: None if self._a.base is None else ndarray(self._a.base))
 
