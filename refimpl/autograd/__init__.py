@@ -30,15 +30,27 @@ CREATE_GRAPH_WARNING = (
 )
 
 
-def _as_list(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
+def _as_list(value: Any) -> list[Any]:
+    # PyTorch takes one tensor or any iterable of them (``tuple(value)``, with Python's
+    # TypeError for anything else, None included).
     if isinstance(value, Tensor):
         return [value]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got "
-                    f"{type(value).__name__}")
+    return list(value)
+
+
+def _input_targets(inputs: list[Any], for_backward: bool) -> list[Any]:
+    """The node whose incoming gradient each input receives, checked in PyTorch's order."""
+    targets = []
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got "
+                               f"{type(t).__name__}")
+        if for_backward:
+            t.retain_grad()  # raises for a tensor that does not require grad; no-op on leaves
+        elif not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        targets.append(t._grad_fn if t._grad_fn is not None else t._grad_accumulator())
+    return targets
 
 
 def _grads_for(outputs: list[Tensor], grad_outputs: Any) -> list[Any]:
@@ -58,25 +70,17 @@ def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Any = None,
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulate d(tensors)/d(leaf) into each leaf's ``.grad`` (or only into ``inputs``)."""
-    outputs = _as_list(tensors, "tensors")
+    outputs = _as_list(tensors)
     grads = _grads_for(outputs, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
-    targets = None
+    chosen = None
     if inputs is not None:
-        chosen = _as_list(inputs, "inputs")
+        chosen = _as_list(inputs)
         if not chosen:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-        targets = []
-        for t in chosen:
-            if t._grad_fn is None:
-                if not t._requires_grad:
-                    raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-                targets.append(t._grad_accumulator())
-            else:
-                t.retain_grad()
-                targets.append(t._grad_fn)
     check_outputs(outputs)
+    targets = _input_targets(chosen, for_backward=True) if chosen is not None else None
     if create_graph:
         # A TORCH_WARN_ONCE in PyTorch: once per process unless set_warn_always(True).
         warn_once(CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
@@ -92,9 +96,9 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
-    outs = _as_list(outputs, "outputs")
+    outs = _as_list(outputs)
     keys = list(inputs) if type(inputs) is dict else None
-    ins = list(inputs.values()) if keys is not None else _as_list(inputs, "inputs")
+    ins = list(inputs.values()) if keys is not None else _as_list(inputs)
     if is_grads_batched:
         raise RuntimeError("refimpl does not implement is_grads_batched=True; loop over the "
                            "batch of grad_outputs instead")
@@ -105,11 +109,8 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     grads = _grads_for(outs, grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    for t in ins:
-        if not t._requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
     check_outputs(outs)
-    targets = [t._grad_fn if t._grad_fn is not None else t._grad_accumulator() for t in ins]
+    targets = _input_targets(ins, for_backward=False)
     captured = run_backward(roots_of(outs), grads, retain_graph=retain_graph,
                             create_graph=create_graph, capture=targets, accumulate=False)
     result: list[Tensor | None] = []

@@ -186,6 +186,8 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
 
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs, strict=True)):
+        if not isinstance(out, Tensor):
+            raise AssertionError("Expected output to be a torch.Tensor")
         if g is None:
             if out._requires_grad:
                 if out._data.size != 1:
