@@ -253,6 +253,46 @@ def arange(start: Any, end: Any, step: Any, dtype: _dtype.dtype) -> numpy.ndarra
     return numpy.arange(start, end, step, dtype=numpy.float64).astype(_NP_DTYPE[dtype])
 
 
+def expand(xp: ModuleType, array: Any, shape: tuple[int, ...]) -> Any:
+    """``array`` broadcast to ``shape`` as a writable view (stride 0 along the new and the
+    stretched dimensions), as PyTorch's expand is: NumPy's ``broadcast_to`` is read-only,
+    while ``zero_``/``fill_`` may write through an expanded tensor."""
+    if xp is not numpy:
+        return xp.broadcast_to(array, shape)  # CuPy's broadcast views are writable
+    lead = len(shape) - array.ndim
+    strides = (0,) * lead + tuple(
+        0 if n == 1 and want != 1 else st
+        for n, st, want in zip(array.shape, array.strides, shape[lead:], strict=True))
+    return numpy.lib.stride_tricks.as_strided(array, shape, strides)
+
+
+def _dense_extent(array: Any) -> tuple[int, int] | None:
+    """``[first, end)`` byte addresses of an array whose elements tile its memory exactly
+    (PyTorch's ``is_non_overlapping_and_dense``), or None for any other layout."""
+    item = array.dtype.itemsize
+    dims = sorted((st, n) for n, st in zip(array.shape, array.strides, strict=True) if n > 1)
+    need = item
+    for st, n in dims:
+        if st != need:
+            return None
+        need *= n
+    ptr = array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
+    return ptr, ptr + array.size * item
+
+
+def partial_overlap(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` share memory without being the same elements in the same
+    layout (PyTorch's ``MemOverlapStatus::Partial``; layouts too irregular to tell are not)."""
+    if a is b or a.size == 0 or b.size == 0:
+        return False
+    ea, eb = _dense_extent(a), _dense_extent(b)
+    if ea is None or eb is None:
+        return False
+    if ea == eb:
+        return a.strides != b.strides
+    return ea[0] < eb[1] and eb[0] < ea[1]
+
+
 def dtype_of_np(np_dtype: Any) -> _dtype.dtype:
     """The refimpl dtype for an array-library dtype object."""
     return _FROM_NP[np_dtype]

@@ -83,7 +83,7 @@ class Tensor:
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
-                 "_no_grad_view",
+                 "_no_grad_view", "_attr_version",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -96,13 +96,23 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        if self._base is not None:
+            self._sync_view()
         if self._grad_fn is not None:
             raise RuntimeError(NON_LEAF_FLAG_OFF if not value else NON_LEAF_FLAG)
         if value and self.dtype.kind not in "fc":
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients")
         if not self._follows_base():
-            self._requires_grad = bool(value)
+            self._set_requires_grad(bool(value))
+
+    def _set_requires_grad(self, value: bool) -> None:
+        self._requires_grad = value
+        if self._views is not None:
+            # A view without a grad_fn requires grad exactly when its base does.
+            for view in self._live_views():
+                if view._grad_fn is None:
+                    view._requires_grad = value
 
     def _follows_base(self) -> bool:
         # A view without a grad_fn of a base that requires grad (one taken under no_grad)
@@ -112,6 +122,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf and return the tensor itself."""
+        if self._base is not None:
+            self._sync_view()
         if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError(NON_LEAF_FLAG_OFF)
@@ -119,26 +131,35 @@ class Tensor:
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not self._follows_base():
-            self._requires_grad = bool(requires_grad)
+            self._set_requires_grad(bool(requires_grad))
         return self
 
     @property
     def is_leaf(self) -> bool:
-        if self._no_grad_view is not None:
-            self._check_no_grad_view()
+        if self._base is not None:
+            self._sync_view()
         return self._grad_fn is None
 
     @property
     def grad_fn(self) -> Any:
-        if self._no_grad_view is not None:
-            self._check_no_grad_view()
+        if self._base is not None:
+            self._sync_view()
         return self._grad_fn
 
-    def _check_no_grad_view(self) -> None:
-        """PyTorch refuses to say what a view taken under no_grad came from once its storage
-        was written in place (in any grad mode): its history is ambiguous."""
-        if self._base._requires_grad and self._vc[0] != self._no_grad_view:
+    def _sync_view(self) -> None:
+        """Bring a view's grad_fn up to date after its storage was written in place without
+        recording (under no_grad, or before its base required grad), as PyTorch does when the
+        grad_fn is next asked for: it becomes ``AsStridedBackward0`` of the base's graph. A view
+        taken under no_grad has no such history and refuses instead."""
+        if self._vc[0] == self._attr_version:
+            return
+        if self._grad_fn is None and not self._base._requires_grad:
+            return
+        if self._no_grad_view:
             raise RuntimeError(no_grad_view_message(self, indirect=True))
+        from refimpl.ops.inplace import regenerate_view
+
+        regenerate_view(self._base, self)
 
     @property
     def grad(self) -> Tensor | None:
@@ -186,6 +207,8 @@ class Tensor:
         """Keep this non-leaf's gradient in ``.grad`` during backward (no-op on leaves)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._base is not None:
+            self._sync_view()
         if self._grad_fn is None or self._retains_grad:
             return
         self._grad_fn.register_prehook(_RetainGrad(self))
@@ -198,6 +221,8 @@ class Tensor:
 
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._base is not None:
+            self._sync_view()
         if self._grad_fn is None:
             if self._hooks is None:
                 self._hooks = []
@@ -476,7 +501,8 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._fw_grad = None
     t._views = None
     t._hooks = None
-    t._no_grad_view = None
+    t._no_grad_view = False
+    t._attr_version = 0
     return t
 
 

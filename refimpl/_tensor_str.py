@@ -90,9 +90,9 @@ def _rows(values: Any, fmt: _Formatter, indent: int, summarize: bool) -> str:
 
 
 def _grad_fn_for_repr(t: Tensor) -> str | None:
-    if t._no_grad_view is not None and t._requires_grad:
+    if t._base is not None:
         try:
-            t._check_no_grad_view()
+            t._sync_view()
         except RuntimeError:
             return "Invalid"  # PyTorch's name for the node it cannot rebuild for such a view
     return None if t._grad_fn is None else type(t._grad_fn).__name__

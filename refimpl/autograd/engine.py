@@ -105,6 +105,7 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
             g = _validate(g, root)
             old = buffers.get(root)
             buffers[root] = g if old is None else old + g
+        root_set = set(roots)
         ready = [r for r in dict.fromkeys(roots) if deps.get(r, 0) == 0]
         while ready:
             node = ready.pop()
@@ -115,7 +116,10 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
             is_leaf = type(node) is AccumulateGrad
             if run and targets is not None and not is_leaf and node in targets:
                 captured[node] = grad  # PyTorch captures a non-leaf's gradient before its hooks
-            hooks = (node.variable._hooks if is_leaf else node._pre_hooks) if run else None
+            # Tensor hooks (retain_grad's too) also see the gradient of a root that
+            # autograd.grad does not need to run, as in PyTorch (no other unneeded node gets one).
+            hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
+                if run or (grad is not None and node in root_set) else None
             if hooks:
                 for hook in hooks:
                     new = hook(grad)
@@ -215,6 +219,7 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
 
 def check_outputs(outputs: Sequence[Tensor]) -> None:
     for i, out in enumerate(outputs):
-        if not out._requires_grad:
+        # A leaf view that requires grad only through its base has no node to start from.
+        if not out._requires_grad or out._grad_fn is None and out._follows_base():
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -394,7 +394,7 @@ SQUEEZE_INPLACE_DIM = defop(
 )
 EXPAND = defop(
     "expand", "ExpandBackward0",
-    lambda xp, self, *, size: xp.broadcast_to(self, size),
+    lambda xp, self, *, size: _backend.expand(xp, self, size),
     {"self": lambda grad, self_shape: F.sum_to(grad, self_shape)}, view=True,
 )
 

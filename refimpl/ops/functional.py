@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -417,18 +418,25 @@ def abs(input: Tensor) -> Tensor:
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """Limit values to ``[min, max]``; tensor bounds give ``ClampBackward0``."""
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        inf = math.inf
-        lo = min if isinstance(min, Tensor) else full_like_scalar(input, -inf if min is None
-                                                                  else min)
-        hi = max if isinstance(max, Tensor) else full_like_scalar(input, inf if max is None
-                                                                  else max)
-        tensors, arrays = promote((input, lo, hi))
+    bounds = clamp_bounds(input, min, max)
+    if bounds is not None:
+        tensors, arrays = promote((input, *bounds))
         return apply(D.CLAMP_TENSOR, tensors, None, arrays)
     tensors, arrays = promote((input,) + tuple(v for v in (min, max) if v is not None))
     return apply(D.CLAMP, tensors[:1], {"min": min, "max": max}, arrays[:1])
+
+
+def clamp_bounds(input: Tensor, min: Any, max: Any) -> tuple[Tensor, Tensor] | None:
+    """Both bounds as tensors when either is one (``clamp.Tensor``), else None (numbers)."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        return None
+    lo = min if isinstance(min, Tensor) else full_like_scalar(
+        input, -math.inf if min is None else min)
+    hi = max if isinstance(max, Tensor) else full_like_scalar(
+        input, math.inf if max is None else max)
+    return lo, hi
 
 
 clip = clamp
@@ -786,6 +794,20 @@ def _reflected(fn: Any) -> Any:
     return method
 
 
+def _operator(fn: Any, accepts: tuple[type, ...] = (Tensor, numbers.Number)) -> Any:
+    """A binary dunder that leaves operands it cannot take to Python (``NotImplemented``), so
+    ``t + None`` raises Python's TypeError and ``t == None`` is False, as with PyTorch."""
+    common = {t for t in (Tensor, int, float, bool, complex) if issubclass(t, accepts)}
+
+    def method(self: Tensor, other: Any) -> Any:
+        if type(other) not in common and not isinstance(other, accepts):  # the ABC is slow
+            return NotImplemented
+        return fn(self, other)
+
+    method.__name__ = getattr(fn, "__name__", "operator")
+    return method
+
+
 def _bind() -> None:
     from refimpl.ops import inplace
 
@@ -812,12 +834,16 @@ def _bind() -> None:
         "view_as": lambda self, other: view(self, other.shape),
         "reshape_as": lambda self, other: reshape(self, other.shape),
         "where": lambda self, condition, other: where(condition, self, other),
-        "__add__": add, "__radd__": add, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,
-        "__rmul__": mul, "__truediv__": div, "__rtruediv__": _reflected(div), "__pow__": pow,
-        "__rpow__": _reflected(pow), "__neg__": neg, "__matmul__": matmul,
-        "__rmatmul__": _reflected(matmul), "__abs__": abs, "__eq__": eq, "__ne__": ne,
-        "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge, "__and__": logical_and,
-        "__or__": logical_or, "__xor__": logical_xor, "__invert__": bitwise_not,
+        "__add__": _operator(add), "__radd__": _operator(add), "__sub__": _operator(sub),
+        "__rsub__": _operator(rsub), "__mul__": _operator(mul), "__rmul__": _operator(mul),
+        "__truediv__": _operator(div), "__rtruediv__": _operator(_reflected(div)),
+        "__pow__": _operator(pow), "__rpow__": _operator(_reflected(pow)), "__neg__": neg,
+        "__matmul__": _operator(matmul, (Tensor,)),
+        "__rmatmul__": _operator(_reflected(matmul), (Tensor,)), "__abs__": abs,
+        "__eq__": _operator(eq), "__ne__": _operator(ne), "__lt__": _operator(lt),
+        "__le__": _operator(le), "__gt__": _operator(gt), "__ge__": _operator(ge),
+        "__and__": _operator(logical_and), "__or__": _operator(logical_or),
+        "__xor__": _operator(logical_xor), "__invert__": bitwise_not,
         "__getitem__": getitem, "__setitem__": inplace.setitem, "add_": inplace.add_,
         "sub_": inplace.sub_, "mul_": inplace.mul_, "div_": inplace.div_,
         "zero_": inplace.zero_, "fill_": inplace.fill_, "copy_": inplace.copy_,

@@ -24,6 +24,9 @@ __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "zero_", "fill_", "co
            "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to "
+                   "tensor refer to a single memory location. Please clone() the tensor before "
+                   "performing the operation.")
 VIEW_OF_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an "
                         "in-place operation.")
 
@@ -110,18 +113,32 @@ def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str
     return result._grad_fn
 
 
-def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
-            params: dict[str, Any] | None = None, same_device: bool = True) -> Tensor:
-    """Apply ``row`` to ``self`` in place (``arrays``: the promoted inputs, self first)."""
-    recording = grad_mode._state.enabled
-    if recording:
-        if self._no_grad_view is not None and (
+def check_write(row: Any, self: Tensor, others: list[Tensor]) -> None:
+    """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
+    no_grad, leaves), then the memory checks, before any shape or dtype check."""
+    if grad_mode._state.enabled:
+        if self._no_grad_view and (
                 self._requires_grad or any(o._requires_grad for o in others)):
             raise RuntimeError(no_grad_view_message(self, indirect=False))
+        if self._base is not None:
+            self._sync_view()
         _check_leaf(self)
     if row is not D.ZERO_ and row is not D.FILL_:
         # PyTorch's zero_ and fill_ write every element the same value, so they allow it.
         check_no_internal_overlap(self._data)
+    for o in others:
+        if o._device is self._device and _backend.partial_overlap(self._data, o._data):
+            raise RuntimeError(PARTIAL_OVERLAP)
+
+
+def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
+            params: dict[str, Any] | None = None, same_device: bool = True,
+            checked: bool = False) -> Tensor:
+    """Apply ``row`` to ``self`` in place (``arrays``: the promoted inputs, self first;
+    ``checked``: the caller already ran :func:`check_write`)."""
+    if not checked:
+        check_write(row, self, others)
+    recording = grad_mode._state.enabled
     if others and same_device:
         F.same_device([self, *others])
     xp = _backend.backend_of(self._device).xp
@@ -180,19 +197,24 @@ def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
     if written is not None and not any(v is written for v in views):
         views.append(written)
     for view in views:
-        if view._no_grad_view is not None:
-            continue  # its grad_fn is refused from now on (Tensor._check_no_grad_view)
-        node = AsStridedBackward0()
-        node._steps = _replay_chain(view._view_fn)
-        node._base_shape = base._data.shape
-        node.next_functions = (edge(base),)
-        node._saved = None
-        node._info = None
-        node._pre_hooks = None
-        node._shape = view._data.shape
-        node._dtype = view._data.dtype
-        view._grad_fn = node
-        view._requires_grad = True
+        if not view._no_grad_view:  # those refuse their grad_fn from now on
+            regenerate_view(base, view)
+
+
+def regenerate_view(base: Tensor, view: Tensor) -> None:
+    """Make ``view``'s grad_fn ``AsStridedBackward0`` of ``base``'s current graph."""
+    node = AsStridedBackward0()
+    node._steps = _replay_chain(view._view_fn)
+    node._base_shape = base._data.shape
+    node.next_functions = (edge(base),)
+    node._saved = None
+    node._info = None
+    node._pre_hooks = None
+    node._shape = view._data.shape
+    node._dtype = view._data.dtype
+    view._grad_fn = node
+    view._requires_grad = True
+    view._attr_version = view._vc[0]
 
 
 def _set_inplace_tangent(self: Tensor, tangent: Tensor, xp: Any) -> None:
@@ -219,10 +241,11 @@ def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:
 
 def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] | None = None,
                     to_float: bool = False) -> Tensor:
+    check_write(row, self, [other] if isinstance(other, Tensor) else [])
     tensors, arrays = F.promote((self, other), to_float, broadcast=True)
     _castable(_backend.dtype_of(arrays[0]), self.dtype)
     _fits(self, tensors[1])
-    return inplace(row, self, tensors[1:], arrays, params)
+    return inplace(row, self, tensors[1:], arrays, params, checked=True)
 
 
 def _fits(self: Tensor, other: Tensor) -> None:
@@ -266,7 +289,13 @@ def div_(self: Tensor, other: Any) -> Tensor:
 
 
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return inplace(D.CLAMP, self, [], [self._data], {"min": min, "max": max})
+    bounds = F.clamp_bounds(self, min, max)
+    if bounds is None:
+        return inplace(D.CLAMP, self, [], [self._data], {"min": min, "max": max})
+    check_write(D.CLAMP_TENSOR, self, [b for b in (min, max) if isinstance(b, Tensor)])
+    tensors, arrays = F.promote((self, *bounds))
+    _castable(_backend.dtype_of(arrays[0]), self.dtype)
+    return inplace(D.CLAMP_TENSOR, self, tensors[1:], arrays, checked=True)
 
 
 def zero_(self: Tensor) -> Tensor:

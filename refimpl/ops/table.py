@@ -232,15 +232,15 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
     """The ``next_functions`` entry for input ``t``: its grad_fn, its AccumulateGrad, or None."""
     if not t._requires_grad:
         return _NO_EDGE
+    base = t._base
+    if base is not None:
+        t._sync_view()
     fn = t._grad_fn
     if fn is not None:
         return (fn, 0)
-    base = t._base
     if base is not None and base._requires_grad:
         # A view taken under no_grad requires grad through its base but has no gradient
         # accumulator of its own: PyTorch records no edge for it.
-        if t._no_grad_view is not None:
-            t._check_no_grad_view()
         return _NO_EDGE
     return (t._grad_accumulator(), 0)
 
@@ -284,11 +284,13 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
         result._base = root
         result._vc = base._shared_version()
         result._view_fn = (base._view_fn, row, params)
-        if base._no_grad_view is not None or not grad_mode._state.enabled:
+        # The version its grad_fn describes (see Tensor._sync_view).
+        result._attr_version = result._vc[0]
+        if base._no_grad_view or not grad_mode._state.enabled:
             # PyTorch's CreationMeta::NO_GRAD_MODE, inherited by views of such a view: it
             # requires grad when its base does, and in-place writes to it are refused (see
-            # refimpl.ops.inplace). The version it was taken at tells later writes apart.
-            result._no_grad_view = result._vc[0]
+            # refimpl.ops.inplace).
+            result._no_grad_view = True
             result._requires_grad = root._requires_grad
         if root._grad_fn is not None or not root._requires_grad:
             # Only these bases can be written in place with grad recording (a leaf that

@@ -39,6 +39,13 @@ def _wrap(value: Any) -> Any:
     return value
 
 
+class _Pointer:
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
 class ndarray:  # noqa: N801 - CuPy's name
     """A device array: a NumPy array that will not leave the device implicitly."""
 
@@ -64,6 +71,8 @@ class ndarray:  # noqa: N801 - CuPy's name
     size = property(lambda self: self._a.size)
     flags = property(lambda self: self._a.flags)
     strides = property(lambda self: self._a.strides)
+    # CuPy's ``data`` is a memory pointer whose ``ptr`` is the first element's address.
+    data = property(lambda self: _Pointer(self._a.ctypes.data))
     T = property(lambda self: ndarray(self._a.T))
     base = property(lambda self: None if self._a.base is None else ndarray(self._a.base))
 
@@ -166,5 +175,12 @@ _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where"
               "dot", "logical_not", "ones", "full", "conj", "negative", "dtype")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
+
+
+def broadcast_to(array: ndarray, shape: tuple[int, ...]) -> ndarray:
+    """A broadcast view that can be written, as CuPy's is (NumPy's is read-only)."""
+    a = _unwrap(array)
+    view = numpy.broadcast_to(a, shape)
+    return ndarray(numpy.lib.stride_tricks.as_strided(a, shape, view.strides))
 
 __all__ = ["ndarray", "asarray", "asnumpy", *_FUNCTIONS]
