@@ -50,6 +50,7 @@ from refimpl._dtype import (
 from refimpl._tensor import Size, Tensor
 from refimpl._warn import is_warn_always_enabled, set_warn_always
 from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from refimpl.ops.inplace import relu_
 from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
     add,
@@ -203,6 +204,7 @@ __all__ = [
     "real",
     "reciprocal",
     "relu",
+    "relu_",
     "reshape",
     "rsub",
     "select",

@@ -18,6 +18,8 @@ ufuncs, reductions, ``.get()`` on arrays).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -25,7 +27,8 @@ import numpy
 
 from refimpl import _dtype
 
-__all__ = ["Backend", "device", "install_cuda_module", "cuda_is_available", "numpy_dtype",
+__all__ = ["Backend", "device", "install_cuda_module", "cuda_unavailable", "cuda_is_available",
+           "numpy_dtype",
            "dtype_of", "host_rng", "CUDA_NOT_ENABLED"]
 
 CUDA_NOT_ENABLED = "Torch not compiled with CUDA enabled"
@@ -100,6 +103,19 @@ def install_cuda_module(module: ModuleType | None) -> None:
     _cuda_override = module
     _cuda_backend = Backend(module) if module is not None else None
     _cuda_probed = module is not None
+
+
+@contextmanager
+def cuda_unavailable() -> Iterator[None]:
+    """Inside the block, behave as a machine where no CUDA device is usable (asking for one
+    raises what CPU-only PyTorch raises); the previous backend comes back afterwards."""
+    global _cuda_override, _cuda_backend, _cuda_probed
+    saved = (_cuda_override, _cuda_backend, _cuda_probed)
+    _cuda_override, _cuda_backend, _cuda_probed = None, None, True
+    try:
+        yield
+    finally:
+        _cuda_override, _cuda_backend, _cuda_probed = saved
 
 
 def _cuda() -> Backend | None:

@@ -343,6 +343,8 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
         self._data = value._data
         self._device = value._device
+        # The gradient accumulator remembers the old shape and dtype; PyTorch drops it too.
+        self._grad_acc = None
 
     @staticmethod
     def _make_subclass(cls: type[Tensor], data: Tensor, requires_grad: bool = False) -> Tensor:
@@ -388,6 +390,10 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    def is_contiguous(self) -> bool:
+        """Whether the elements lie in row-major order with no gaps."""
+        return bool(self._data.flags.c_contiguous)
 
     def is_floating_point(self) -> bool:
         return self.dtype.kind == "f"

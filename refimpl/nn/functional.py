@@ -25,9 +25,7 @@ from refimpl._tensor import Tensor
 from refimpl.autograd.grad_mode import no_grad
 from refimpl.nn import derivatives as D
 from refimpl.ops import apply
-from refimpl.ops import derivatives as core_rows
 from refimpl.ops import functional as core
-from refimpl.ops.inplace import inplace as _inplace
 
 __all__ = ["linear", "conv2d", "l1_loss", "mse_loss", "dropout", "batch_norm", "relu",
            "sigmoid", "softmax", "log_softmax", "tanh"]
@@ -39,7 +37,8 @@ sigmoid = core.sigmoid
 # ------------------------------------------------------------------ linear
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias``: ``addmm`` on 2-d input, else viewed to 2-d and back."""
+    """``input @ weight.T + bias``: ``addmm`` on 2-d input, else (contiguous input) viewed
+    to 2-d and back, else ``matmul`` then the bias added in place."""
     if input.dim() == 0 or weight.dim() == 0:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
                            f"{input.dim()}D and {weight.dim()}D")
@@ -52,9 +51,12 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return core.matmul(input, weight.t())
     if input.dim() == 2:
         return core.addmm(bias, input, weight.t())
-    flat = input.reshape(-1, input.shape[-1])
-    out = core.addmm(bias, flat, weight.t())
-    return out.view(*input.shape[:-1], out.shape[-1])
+    if input.is_contiguous():
+        flat = input.reshape(-1, input.shape[-1])
+        out = core.addmm(bias, flat, weight.t())
+        return out.view(*input.shape[:-1], out.shape[-1])
+    # PyTorch adds the bias in place to matmul's result for other layouts (AddBackward0).
+    return core.matmul(input, weight.t()).add_(bias)
 
 
 # ------------------------------------------------------------------ conv2d
@@ -268,7 +270,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
-        return _inplace(core_rows.RELU, input, [], [input._data])
+        return input.relu_()
     return core.relu(input)
 
 

@@ -248,15 +248,30 @@ SIN = defop("sin", "SinBackward0", lambda xp, self: xp.sin(self),
             {"self": lambda grad, self: grad * self.cos()})
 COS = defop("cos", "CosBackward0", lambda xp, self: xp.cos(self),
             {"self": lambda grad, self: grad * -self.sin()})
+TANH_BACKWARD = defop(
+    # tanh's gradient as its own op, so a create_graph gradient is TanhBackwardBackward0.
+    "tanh_backward", "TanhBackwardBackward0",
+    lambda xp, grad_output, output: grad_output * (1 - output * output),
+    {"grad_output": lambda grad, output: F.apply(TANH_BACKWARD, F.promote((grad, output))[0]),
+     "output": lambda grad, output, grad_output: grad * (-2 * output * grad_output)},
+)
 TANH = defop("tanh", "TanhBackward0", lambda xp, self: xp.tanh(self),
-             {"self": lambda grad, result: grad * (1 - result * result)})
+             {"self": lambda grad, result: F.apply(TANH_BACKWARD, F.promote((grad, result))[0])})
+SIGMOID_BACKWARD = defop(
+    # sigmoid's gradient as its own op (SigmoidBackwardBackward0 under create_graph).
+    "sigmoid_backward", "SigmoidBackwardBackward0",
+    lambda xp, grad_output, output: grad_output * ((1 - output) * output),
+    {"grad_output": lambda grad, output:
+         F.apply(SIGMOID_BACKWARD, F.promote((grad, output))[0]),
+     "output": lambda grad, output, grad_output: grad * grad_output * (-2 * output + 1)},
+)
 SIGMOID = defop(
     "sigmoid", "SigmoidBackward0",
     # exp(-|x|) never overflows; both branches give 1 / (1 + exp(-x)).
     lambda xp, self: 1 / (1 + xp.exp(-self)) if self.dtype.kind == "c" else
         xp.where(self >= 0, 1 / (1 + xp.exp(-xp.abs(self))),
                  xp.exp(-xp.abs(self)) / (1 + xp.exp(-xp.abs(self)))),
-    {"self": lambda grad, result: grad * (result * (1 - result))},
+    {"self": lambda grad, result: F.apply(SIGMOID_BACKWARD, F.promote((grad, result))[0])},
 )
 def _keep_where(xp: Any, mask: Any, values: Any) -> Any:
     """``where(mask, values, 0)``, exact for inf and NaN too, by clearing the bits of the

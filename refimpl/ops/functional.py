@@ -28,6 +28,7 @@ __all__ = [
     "sign",
     "eq", "ne", "lt", "le", "gt", "ge", "is_tensor", "zeros", "zeros_like", "ones_like",
     "arange", "apply", "promote", "conj", "real", "cast_grad", "argmax", "contiguous",
+    "parse_to", "clamp_bounds",
 ]
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -745,8 +746,9 @@ def detach(input: Tensor) -> Tensor:
     return input.detach()
 
 
-def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]
+def parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> tuple[_dtype.dtype | None, Any, bool]:
+    """``(dtype, device, copy)`` from the arguments of ``to(...)`` (``kwargs`` is consumed)."""
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
@@ -769,7 +771,7 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]
 
 def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Move or cast; returns ``input`` itself when nothing changes (unless ``copy=True``)."""
-    dtype, device, copy = _parse_to(args, kwargs)
+    dtype, device, copy = parse_to(args, kwargs)
     target_dev = _backend.resolve_device(device) if device is not None else input._device
     target_dtype = dtype or input.dtype
     if target_dev is input._device and target_dtype is input.dtype and not copy:
@@ -823,6 +825,7 @@ def _bind() -> None:
         "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "flatten": flatten,
         "select": select, "unbind": unbind, "__iter__": _iter, "clone": clone, "to": to,
         "argmax": argmax, "contiguous": contiguous, "pow_": inplace.pow_, "exp_": inplace.exp_,
+        "relu_": inplace.relu_,
         "sign": sign, "eq": eq, "ne": ne, "lt": lt,
         "le": le, "gt": gt, "ge": ge, "logical_not": logical_not,
         "double": _cast(_dtype.float64), "float": _cast(_dtype.float32),

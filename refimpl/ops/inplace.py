@@ -20,7 +20,8 @@ from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
 from refimpl.ops.table import _record, apply, defop, edge
 
-__all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "zero_", "fill_", "copy_", "clamp_",
+__all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
+           "clamp_",
            "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -107,9 +108,9 @@ def _check_leaf(self: Tensor) -> None:
 
 
 def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str, Any] | None,
-              result: Tensor) -> Node:
+              result: Tensor, before: tuple[tuple[Any, ...], list[int]]) -> Node:
     _record(row, [old_self, *others], {**row.param_defaults, **(params or {})}, result, None,
-            result._device)
+            result._device, before)
     return result._grad_fn
 
 
@@ -159,6 +160,10 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
                         self._device)
         old_self._grad_fn = self._grad_fn
         old_self._requires_grad = self._requires_grad
+        # An operand may share self's storage: its edge and version are the ones the op read.
+        inputs = [old_self, *others]
+        before = (tuple([edge(t) for t in inputs]),
+                  [t._vc[0] if t._vc is not None else 0 for t in inputs])
     self._data[...] = out
     self._bump_version()
     if tangent is not None:
@@ -167,12 +172,12 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         return self
     base = self._base
     if base is None:
-        _new_node(row, old_self, others, params, self)
+        _new_node(row, old_self, others, params, self, before)
         _regenerate_views(self)
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
     holder = wrap(self._data, self._device)
-    fn = _new_node(row, old_self, others, params, holder)
+    fn = _new_node(row, old_self, others, params, holder, before)
     steps = _replay_chain(self._view_fn)
     copy_slices = CopySlices()
     copy_slices.fn = fn
@@ -270,6 +275,11 @@ def pow_(self: Tensor, exponent: Any) -> Tensor:
 
 def exp_(self: Tensor) -> Tensor:
     return inplace(D.EXP, self, [], [self._data])
+
+
+def relu_(self: Tensor) -> Tensor:
+    """``max(self, 0)`` written into ``self`` (``ReluBackward0``)."""
+    return inplace(D.RELU, self, [], [self._data])
 
 
 def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:

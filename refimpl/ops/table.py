@@ -292,9 +292,10 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
             # refimpl.ops.inplace).
             result._no_grad_view = True
             result._requires_grad = root._requires_grad
-        if root._grad_fn is not None or not root._requires_grad:
+        if root._grad_fn is not None or not root._requires_grad or result._no_grad_view:
             # Only these bases can be written in place with grad recording (a leaf that
-            # requires grad refuses), which rewires the graph of every view of them.
+            # requires grad refuses), which rewires the graph of every view of them; a view
+            # taken under no_grad also follows its leaf base's requires_grad flag.
             root._track_view(result)
     if grad_mode._state.enabled:
         for t in tensors:
@@ -310,9 +311,12 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
 
 
 def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor,
-            extras: list[Any] | None, dev: _backend.device) -> None:
+            extras: list[Any] | None, dev: _backend.device,
+            before: tuple[tuple[Any, ...], list[int]] | None = None) -> None:
+    """Make ``result``'s node. ``before``: the inputs' edges and versions taken before an
+    in-place write changed them (they name the graph and data the op actually read)."""
     node = row.node_cls()
-    node.next_functions = tuple([edge(t) for t in tensors])
+    node.next_functions = before[0] if before is not None else tuple([edge(t) for t in tensors])
     node._pre_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
@@ -329,9 +333,13 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                 vc = result._shared_version()  # an in-place result is past version 0
                 saved.append((result._data, vc[0], vc))
             else:
-                t = tensors[row.inputs.index(name)]
+                k = row.inputs.index(name)
+                t = tensors[k]
                 vc = t._vc
-                saved.append((t, vc[0] if vc is not None else 0))
+                if before is not None:
+                    saved.append((t, before[1][k]))
+                else:
+                    saved.append((t, vc[0] if vc is not None else 0))
         node._saved = tuple(saved)
     else:
         node._saved = None

@@ -9,6 +9,7 @@ from types import ModuleType
 
 import pytest
 
+import refimpl
 from refimpl import _backend
 
 _STAND_IN = Path(__file__).resolve().parent.parent / "refimpl" / "strict_cupy.py"
@@ -49,9 +50,5 @@ def cuda_backend(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
 @pytest.fixture
 def no_cuda() -> Iterator[None]:
     """A machine where no CUDA device is usable (refimpl's cuda backend refuses)."""
-    saved = (_backend._cuda_override, _backend._cuda_backend, _backend._cuda_probed)
-    _backend._cuda_backend, _backend._cuda_probed = None, True
-    try:
+    with refimpl.cuda.simulate_unavailable():
         yield
-    finally:
-        _backend._cuda_override, _backend._cuda_backend, _backend._cuda_probed = saved

@@ -41,8 +41,6 @@ def _move_in_place(t: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
     if moved is t:
         return
     t.data = moved
-    # The gradient accumulator caches the leaf's shape and dtype; a moved leaf needs a new one.
-    t._grad_acc = None
 
 
 class Module:
@@ -270,7 +268,7 @@ class Module:
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """Move and/or cast floating-point parameters and buffers (``to('cuda')``,
         ``to(torch.float64)``, ``to(device, dtype)``); parameters stay the same objects."""
-        dtype, device, _ = core._parse_to(args, dict(kwargs))
+        dtype, device, _ = core.parse_to(args, dict(kwargs))
         if dtype is not None and dtype.kind not in "fc":
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got "
                             f"desired dtype={dtype!r}")
