@@ -19,21 +19,15 @@ from refimpl._creation import (
     arange,
     as_tensor,
     empty,
-    empty_like,
     from_numpy,
     full,
-    full_like,
     is_tensor,
     manual_seed,
     ones,
-    ones_like,
     rand,
-    rand_like,
     randn,
-    randn_like,
     tensor,
     zeros,
-    zeros_like,
 )
 from refimpl._dtype import (
     complex64,
@@ -50,10 +44,16 @@ from refimpl._dtype import (
 from refimpl._tensor import Size, Tensor
 from refimpl._warn import is_warn_always_enabled, set_warn_always
 from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from refimpl.ops.inplace import relu_
-from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names shadow builtins here too
+# The public functions check their arguments as PyTorch's binding does (refimpl.ops.signatures).
+from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
     add,
+    empty_like,
+    full_like,
+    ones_like,
+    rand_like,
+    randn_like,
+    zeros_like,
     addmm,
     argmax,
     cat,
@@ -91,6 +91,7 @@ from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names shadow buil
     real,
     reciprocal,
     relu,
+    relu_,
     reshape,
     rsub,
     select,

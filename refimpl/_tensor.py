@@ -329,7 +329,8 @@ class Tensor:
         if self._base is not None:
             raise RuntimeError(DETACH_VIEW)
         self._grad_fn = None
-        self._requires_grad = False
+        # Views without a grad_fn (taken under no_grad) follow their base's flag.
+        self._set_requires_grad(False)
         self._fw_grad = None
         return self
 

@@ -175,8 +175,13 @@ def _observations(step: CompiledStep, namespace: dict[str, Any], engine: Engine
     return out
 
 
+_PLAIN = frozenset((bool, str, int, float))
+
+
 def normalise(value: Any, engine: Engine) -> Any:
     """Plain data for an observed value: tensors become TensorObservation."""
+    if value is None or type(value) in _PLAIN:  # most observations: flags, names, no grad
+        return value
     if engine.is_tensor(value):
         # A copy: `to_numpy` may share memory with the tensor, and a later in-place op must
         # not rewrite what an earlier step observed.

@@ -37,6 +37,7 @@ from conformance.fuzz.differential import (
     weakest,
 )
 from conformance.fuzz.findings import DEFAULT_OUT, Finding, build_finding, write_finding
+from conformance.fuzz.minimise import minimise
 from conformance.fuzz.profiles import get_profile
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
@@ -160,6 +161,29 @@ def check_program(program: Program, reference: Engine, other: Engine) -> _Mismat
     return None if mismatch is None else _MismatchFound(program, mismatch, records)
 
 
+def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine) -> _MismatchFound:
+    """`found` with its program cut down to the statements its mismatch needs.
+
+    A candidate counts when the engines still differ on one of the observations (or the error,
+    warnings or crash) that differed originally, so the reduction cannot drift to another bug.
+    """
+    wanted = {difference.what for difference in found.mismatch.differences}
+    last: dict[str, _MismatchFound] = {}
+
+    def fails(candidate: Program) -> bool:
+        again = check_program(candidate, reference, other)
+        if again is None or not wanted & {d.what for d in again.mismatch.differences}:
+            return False
+        last["found"] = again
+        return True
+
+    program = minimise(found.program, fails)
+    if program is found.program:
+        return found
+    # The last accepted candidate is the result: minimise only moves to candidates that fail.
+    return last["found"]
+
+
 def _observe_safely(compiled: CompiledProgram, engine: Engine
                     ) -> tuple[list[StepRecord] | None, str | None]:
     try:
@@ -223,6 +247,7 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
     result = FuzzResult(reference.name, other.name, bar.count, time.perf_counter() - start,
                         seed, chosen.name)
     if found is not None:
+        found = reduce_finding(found, reference, other)
         finding = build_finding(found.program, found.mismatch, reference, other, found.records)
         result.finding = write_finding(finding, out) if out is not None else finding
     return result

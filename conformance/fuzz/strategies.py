@@ -28,6 +28,7 @@ from typing import TypeVar
 from hypothesis import strategies as st
 
 from conformance.api import Api
+from conformance.fuzz.differential import FUZZ_TOLERANCES
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.loader import DEFAULT_SPEC_DIR, SpecResources
 
@@ -37,6 +38,9 @@ DTYPES = ("float32", "float64")
 MAX_STEPS = 6
 MAX_BOUND = 1e6
 """Ops that would push a tensor's estimated magnitude past this are not drawn (no overflow)."""
+DEFAULT_EPS = 1e-5
+"""BatchNorm's default eps."""
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float64": 2.0 ** -53}
 TENSOR_OBSERVATIONS = ("{v}", "{v}.requires_grad", "{v}.is_leaf", "graph({v})", "{v}.grad",
                        "{v}.retains_grad")
 
@@ -72,6 +76,8 @@ class ModuleVar:
     size: int
     """out_features (Linear), kernel_size (Conv2d), 0 (BatchNorm)."""
     training: bool = True
+    eps: float = DEFAULT_EPS
+    """BatchNorm's eps (see `batchnorm_eps`)."""
 
 
 @dataclass
@@ -147,13 +153,22 @@ def _promote(*dtypes: str) -> str:
     return "float64" if "float64" in dtypes else "float32"
 
 
+def _direct(strategy: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """The strategy a lazy one (what `st.integers()` returns) stands for.
+
+    Every draw from a lazy strategy looks its target up again in a thread-local cache; a
+    program takes a few hundred draws, and that lookup was a tenth of the fuzzer's time.
+    """
+    return getattr(strategy, "wrapped_strategy", strategy)
+
+
 # Strategies are built once and reused: building one per draw costs more than the draw.
-BOOL = st.booleans()
+BOOL = _direct(st.booleans())
 
 
 @lru_cache(maxsize=256)
 def _between(low: int, high: int) -> st.SearchStrategy[int]:
-    return st.integers(low, high)
+    return _direct(st.integers(low, high))
 
 
 def _index(n: int) -> st.SearchStrategy[int]:
@@ -187,10 +202,23 @@ def leaf(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     shape = tuple(_choice(draw, (n, 1)) if n != 1 else 1 for n in base[len(base) - ndim:])
     dtype = _choice(draw, DTYPES)
     requires_grad = draw(BOOL)
-    kind = _choice(draw, ("rand", "randn", "ones", "tensor"))
+    kind = _choice(draw, ("rand", "randn", "ones", "tensor", "zeros", "full", "like"))
     name = state.fresh()
     flag = ", requires_grad=True" if requires_grad else ""
-    if kind == "tensor" or not shape and kind == "ones":
+    like = _pick(draw, (t for t in state.tensors if t.shape == shape and t.dtype == dtype))
+    if kind == "like" and like is not None and state.allows("torch.ones_like", "torch.zeros_like"):
+        # The *_like factories take dtype and shape from the model tensor, never its grad state.
+        factory = _choice(draw, ("ones_like", "zeros_like", "rand_like"))
+        text = f"{name} = torch.{factory}({like.name}{flag})"
+        bound, positive = 1.0, factory != "zeros_like"
+    elif kind == "full" and state.allows("torch.full"):
+        value = _choice(draw, (0.5, -1.5))
+        text = f"{name} = torch.full({shape!r}, {value}{_dtype_kw(dtype)}{flag})"
+        bound, positive = abs(value), value > 0
+    elif kind == "zeros" and state.allows("torch.zeros"):
+        text = f"{name} = torch.zeros({_shape_args(shape)}{_dtype_kw(dtype)}{flag})"
+        bound, positive = 0.0, False
+    elif kind not in ("rand", "randn", "ones") or not shape and kind == "ones":
         number = _choice(draw, (1.5, 0.5, -2.0, 3.0))
         data = number
         for n in reversed(shape):
@@ -229,9 +257,26 @@ def unary(draw: Draw, state: _State) -> str | None:
         (None, f"2.0 - {t.name}", t.bound + 2.0, False),
         (None, f"{t.name} / 4.0", t.bound / 4.0, t.positive),
         ("pow", f"{t.name}.pow(2)", t.bound ** 2, False),
+        ("torch.abs", f"torch.abs({t.name})", t.bound, False),
+        ("torch.relu", f"torch.relu({t.name})", t.bound, False),
+        ("F.relu", f"F.relu({t.name})", t.bound, False),
+        ("F.sigmoid", f"F.sigmoid({t.name})", 1.0, True),
+        ("torch.sigmoid", f"torch.sigmoid({t.name})", 1.0, True),
+        ("clamp", f"{t.name}.clamp(min=0.25)", t.bound + 0.25, True),
+        ("torch.sum", f"torch.sum({t.name})", t.bound * math.prod(t.shape), t.positive),
+        ("torch.mean", f"torch.mean({t.name})", t.bound, t.positive),
     ]
+    if t.ndim >= 1:
+        dim = draw(_between(-t.ndim, t.ndim - 1))
+        choices += [
+            ("softmax", f"{t.name}.softmax(dim={dim})", 1.0, True),
+            ("torch.softmax", f"torch.softmax({t.name}, dim={dim})", 1.0, True),
+            ("F.log_softmax", f"F.log_softmax({t.name}, dim={dim})", t.bound * 2 + 2.0, False),
+            ("log_softmax", f"{t.name}.log_softmax({dim})", t.bound * 2 + 2.0, False),
+        ]
     if t.bound <= 10:
-        choices.append(("exp", f"{t.name}.exp()", math.exp(t.bound), True))
+        choices += [("exp", f"{t.name}.exp()", math.exp(t.bound), True),
+                    ("torch.exp", f"torch.exp({t.name})", math.exp(t.bound), True)]
     positive, pbound = _positive_form(t)
     choices += [
         ("torch.log", f"torch.log({positive})", max(20.0, math.log(pbound)), False),
@@ -243,8 +288,9 @@ def unary(draw: Draw, state: _State) -> str | None:
                if c[2] <= MAX_BOUND and (c[0] is None or state.allows(c[0]))]
     if not choices:
         return None
-    _, text, bound, is_positive = _choice(draw, choices)
-    out = _derived(state, [t], t.shape, t.dtype, bound, is_positive)
+    name, text, bound, is_positive = _choice(draw, choices)
+    shape = () if name in ("torch.sum", "torch.mean") else t.shape
+    out = _derived(state, [t], shape, t.dtype, bound, is_positive)
     return f"{out.name} = {text}"
 
 
@@ -265,13 +311,31 @@ def binary(draw: Draw, state: _State) -> str | None:
         (None, f"{a.name} / {positive}", a.bound * 2.0, a.positive),
         ("torch.where", f"torch.where({a.name} > 0.5, {a.name}, {b.name})",
          max(a.bound, b.bound), a.positive and b.positive),
+        ("sub", f"{a.name}.sub({b.name})", a.bound + b.bound, False),
+        ("div", f"{a.name}.div({positive})", a.bound * 2.0, a.positive),
     ]
+    if a.shape == b.shape:
+        # Losses reduce to a scalar (mean by default); shapes must agree or they warn.
+        choices += [
+            ("F.mse_loss", f"F.mse_loss({a.name}, {b.name})", (a.bound + b.bound) ** 2, False),
+            ("F.l1_loss", f"F.l1_loss({a.name}, {b.name})", a.bound + b.bound, False),
+        ]
+        if "modules" in state.families:
+            choices += [
+                ("nn.MSELoss", f"nn.MSELoss(reduction='sum')({a.name}, {b.name})",
+                 (a.bound + b.bound) ** 2 * math.prod(a.shape), False),
+                ("nn.L1Loss", f"nn.L1Loss()({a.name}, {b.name})", a.bound + b.bound, False),
+            ]
     # The first item names what api.yaml must list for the form (None: an operator).
     choices = [c for c in choices
                if c[2] <= MAX_BOUND and (c[0] is None or state.allows(c[0]))]
     if not choices:
         return None
-    _, text, bound, is_positive = _choice(draw, choices)
+    name, text, bound, is_positive = _choice(draw, choices)
+    if name is not None and "loss" in name.lower():
+        shape = ()
+        if name.startswith("nn."):
+            state.features.add("modules")
     out = _derived(state, [a, b], shape, dtype, bound, is_positive)
     return f"{out.name} = {text}"
 
@@ -283,7 +347,8 @@ def reduction(draw: Draw, state: _State) -> str | None:
     kind = _choice(draw, ("sum", "mean", "max", "min"))
     if not state.allows(kind):
         return None
-    if t.ndim == 0 or draw(BOOL):
+    # Over a dim two times in three: those have the richer backward (SumBackward1, indices).
+    if t.ndim == 0 or draw(_index(3)) == 0:
         text, shape = f"{t.name}.{kind}()", ()
     else:
         dim = draw(_between(-t.ndim, t.ndim - 1))
@@ -305,8 +370,9 @@ def reduction(draw: Draw, state: _State) -> str | None:
 
 def matmul(draw: Draw, state: _State) -> str | None:
     a = _pick(draw, (t for t in state.tensors if t.ndim in (1, 2)))
-    if a is None or not state.allows("torch.matmul"):
+    if a is None:
         return None
+    bias: TensorVar | None = None
     k = a.shape[-1]
     partners = [t for t in state.tensors
                 if t.ndim in (1, 2) and t.dtype == a.dtype and t.shape[0] == k]
@@ -320,10 +386,29 @@ def matmul(draw: Draw, state: _State) -> str | None:
         flag = ", requires_grad=True" if b.requires_grad else ""
         prelude = f"{b.name} = torch.rand({_shape_args(shape)}{_dtype_kw(a.dtype)}{flag})\n"
     shape = a.shape[:-1] + b.shape[1:]
-    form = "mm" if a.ndim == b.ndim == 2 and draw(BOOL) and state.allows("mm") \
-        else "matmul"
-    call = f"{a.name}.mm({b.name})" if form == "mm" else f"torch.matmul({a.name}, {b.name})"
-    out = _derived(state, [a, b], shape, a.dtype, a.bound * b.bound * k, a.positive and b.positive)
+    inputs, bound = [a, b], a.bound * b.bound * k
+    forms = [("torch.matmul", f"torch.matmul({a.name}, {b.name})")]
+    if a.ndim == b.ndim == 1:
+        forms.append(("dot", f"{a.name}.dot({b.name})"))
+    elif a.ndim == 2 and b.ndim == 1:
+        forms.append(("mv", f"{a.name}.mv({b.name})"))
+    elif a.ndim == b.ndim == 2:
+        forms += [("mm", f"{a.name}.mm({b.name})"),
+                  ("F.linear", f"F.linear({a.name}, {b.name}.t())")]
+        # addmm's first operand broadcasts to the product's shape.
+        bias = _pick(draw, (t for t in state.tensors
+                            if t.dtype == a.dtype and _broadcast(shape, t.shape) == shape))
+        if bias is not None:
+            forms.append(("torch.addmm", f"torch.addmm({bias.name}, {a.name}, {b.name})"))
+            if bias.ndim == 1:
+                forms.append(("F.linear", f"F.linear({a.name}, {b.name}.t(), {bias.name})"))
+    forms = [f for f in forms if state.allows(f[0])]
+    if not forms:
+        return None
+    call = _choice(draw, forms)[1]
+    if bias is not None and bias.name + ")" in call:
+        inputs, bound = [a, b, bias], bound + bias.bound
+    out = _derived(state, inputs, shape, a.dtype, bound, a.positive and b.positive)
     return f"{prelude}{out.name} = {call}"
 
 
@@ -333,8 +418,12 @@ def view(draw: Draw, state: _State) -> str | None:
         return None
     kinds = [k for k in ("view", "reshape", "t", "transpose", "permute", "unsqueeze", "squeeze",
                          "expand", "select", "slice")
-             if k in ("select", "slice") or state.allows(k)]
+             if k == "slice" or state.allows(k)]
+    if state.allows("contiguous"):
+        kinds.append("contiguous")
     kind = _choice(draw, kinds)
+    if kind == "contiguous":
+        return _contiguous(state, t)
     made = _VIEWS[kind](draw, t)
     if made is None:
         return None
@@ -342,6 +431,21 @@ def view(draw: Draw, state: _State) -> str | None:
     out = _derived(state, [t], shape, t.dtype, t.bound, t.positive, contiguous=contiguous,
                    view_of=t.view_of or t.name)
     return f"{out.name} = {text}"
+
+
+def _alias(state: _State, t: TensorVar) -> str:
+    """A new name for the very tensor `t` (methods that return self)."""
+    alias = replace(t, name=state.fresh())
+    state.tensors.append(alias)
+    return alias.name
+
+
+def _contiguous(state: _State, t: TensorVar) -> str:
+    # A contiguous tensor comes back as itself (same object, leaf or not); any other is copied
+    # into a new non-view tensor (CloneBackward0 when it requires grad).
+    name = _alias(state, t) if t.contiguous \
+        else _derived(state, [t], t.shape, t.dtype, t.bound, t.positive).name
+    return f"{name} = {t.name}.contiguous()"
 
 
 ViewResult = tuple[str, tuple[int, ...], bool] | None
@@ -377,8 +481,15 @@ def _transpose(draw: Draw, t: TensorVar) -> ViewResult:
 def _permute(draw: Draw, t: TensorVar) -> ViewResult:
     if t.ndim < 2:
         return None
-    order = tuple(reversed(range(t.ndim)))
-    return f"{t.name}.permute{order}", tuple(t.shape[i] for i in order), False
+    order = list(range(t.ndim))
+    for i in reversed(range(1, t.ndim)):  # Fisher-Yates, shrinking towards the identity
+        j = draw(_index(i + 1))
+        order[i], order[j] = order[j], order[i]
+    # Negative dims sometimes, and both call forms (varargs and one tuple).
+    dims = [d - t.ndim if draw(BOOL) else d for d in order]
+    args = ", ".join(map(str, dims)) if draw(BOOL) else repr(tuple(dims))
+    return (f"{t.name}.permute({args})", tuple(t.shape[i] for i in order),
+            order == sorted(order) and t.contiguous)
 
 
 def _unsqueeze(draw: Draw, t: TensorVar) -> ViewResult:
@@ -414,6 +525,12 @@ def _select(draw: Draw, t: TensorVar) -> ViewResult:
     if t.ndim >= 2 and draw(BOOL):
         index = draw(_index(t.shape[1]))
         return f"{t.name}[:, {index}]", (t.shape[0], *t.shape[2:]), False
+    if draw(BOOL):
+        dim = draw(_between(-t.ndim, t.ndim - 1))
+        index = draw(_index(t.shape[dim]))
+        return (f"{t.name}.select({dim}, {index})",
+                t.shape[:dim % t.ndim] + t.shape[dim % t.ndim + 1:],
+                t.contiguous and all(n == 1 for n in t.shape[:dim % t.ndim]))
     index = draw(_index(2 * t.shape[0])) - t.shape[0]
     return f"{t.name}[{index}]", t.shape[1:], t.contiguous
 
@@ -457,8 +574,21 @@ def copy(draw: Draw, state: _State) -> str | None:
     t = _pick(draw, state.tensors)
     if t is None:
         return None
-    kind = _choice(draw, ("detach", "clone"))
+    kind = _choice(draw, ("detach", "clone", "data", "double", "float", "to"))
+    if kind in ("double", "float", "to") and state.allows(kind):
+        # A cast to another dtype copies (ToCopyBackward0); to the same dtype it returns self.
+        dtype = {"double": "float64", "float": "float32"}.get(kind) or _choice(draw, DTYPES)
+        name = _alias(state, t) if dtype == t.dtype \
+            else _derived(state, [t], t.shape, dtype, t.bound, t.positive).name
+        call = f"to(torch.{dtype})" if kind == "to" else f"{kind}()"
+        return f"{name} = {t.name}.{call}"
     name = state.fresh()
+    if kind == "data" and state.allows("data"):
+        state.add(TensorVar(name, t.shape, t.dtype, False, True, t.bound, t.positive,
+                            t.contiguous, t.view_of or t.name))
+        return f"{name} = {t.name}.data"
+    if kind != "clone":
+        kind = "detach"
     if kind == "clone":
         state.add(TensorVar(name, t.shape, t.dtype, t.requires_grad, not t.requires_grad,
                             t.bound, t.positive))
@@ -468,45 +598,83 @@ def copy(draw: Draw, state: _State) -> str | None:
     return f"{name} = {t.name}.{kind}()"
 
 
+def batchnorm_eps(dtype: str, bound: float) -> float:
+    """The eps of a BatchNorm that normalises values up to `bound` without amplifying rounding.
+
+    Training-mode BatchNorm computes `(x - mean) / sqrt(var + eps)`. `x - mean` carries the
+    rounding of the mean (a few units in the last place of |x|, and engines sum in different
+    orders), and when a channel is (nearly) constant, var is about 0 and that noise is divided
+    by sqrt(eps): with float32 and the default eps, one ulp of 7.3 becomes 6e-5 in the output,
+    while the exact result is 0. Constant channels are common here (`expand`, `fill_`, `ones`,
+    `torch.tensor` data) and the generator cannot rule them out, so instead it bounds the
+    amplification: eps is the default unless `4 ulp(bound) / sqrt(eps)` would exceed a tenth of
+    the comparison's atol, else the next power of ten that keeps it below. float64 keeps the
+    default eps for every bound the generator allows; float32 gets 0.1 for rand data.
+    """
+    atol = FUZZ_TOLERANCES[dtype][1]
+    needed = (4 * UNIT_ROUNDOFF[dtype] * bound / (atol / 10)) ** 2
+    if needed <= DEFAULT_EPS:
+        return DEFAULT_EPS
+    return 10.0 ** math.ceil(math.log10(needed))
+
+
 def module(draw: Draw, state: _State) -> str | None:
-    """Call a module (Linear, Conv2d, BatchNorm) on a tensor it fits, creating it if needed."""
+    """Call a module (Linear, Sequential, Conv2d, BatchNorm) on a tensor it fits, creating it
+    if needed."""
     kinds = []
     if "modules" in state.families:
-        kinds.append("Linear")
+        kinds += ["Linear", "Sequential"]
         if "conv" in state.families:
             kinds.append("Conv2d")
         if "batchnorm" in state.families:
             kinds += ["BatchNorm1d", "BatchNorm2d"]
-    ndims = {"Linear": (1, 2, 3, 4), "Conv2d": (4,), "BatchNorm1d": (2, 3), "BatchNorm2d": (4,)}
+    ndims = {"Linear": (1, 2, 3, 4), "Sequential": (1, 2, 3, 4), "Conv2d": (4,),
+             "BatchNorm1d": (2, 3), "BatchNorm2d": (4,)}
     # The tensor first, then a module that fits it: 4-d tensors are rare, and Conv2d and
-    # BatchNorm2d would hardly ever be drawn the other way round.
-    t = _pick(draw, (t for t in state.tensors if t.ndim >= 1))
+    # BatchNorm2d would hardly ever be drawn the other way round; for the same reason a 4-d
+    # tensor, when there is one, is picked half of the time.
+    four_d = [t for t in state.tensors if t.ndim == 4]
+    t = _pick(draw, four_d) if four_d and draw(BOOL) \
+        else _pick(draw, (t for t in state.tensors if t.ndim >= 1))
     kinds = [k for k in kinds if state.allows(f"nn.{k}") and t is not None and t.ndim in ndims[k]]
+    image = [k for k in kinds if k in ("Conv2d", "BatchNorm2d")]
+    if image and draw(BOOL):  # Linear sees every other shape; only 4-d tensors fit these
+        kinds = image
     if not kinds:
         return None
     kind = _choice(draw, kinds)
-    in_size = t.shape[-1] if kind == "Linear" else t.shape[1]
+    in_size = t.shape[-1] if kind in ("Linear", "Sequential") else t.shape[1]
+    eps = batchnorm_eps(t.dtype, t.bound) if kind.startswith("BatchNorm") else DEFAULT_EPS
     existing = [m for m in state.modules
-                if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size]
+                if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size
+                and m.eps >= eps]
     lines = []
     mod = _pick(draw, existing) if draw(BOOL) else None
     if mod is None:
         if kind == "Linear":
             size = _choice(draw, (1, 2))
             ctor = f"nn.Linear({in_size}, {size})"
+        elif kind == "Sequential":
+            size = _choice(draw, (1, 2))
+            activation = _choice(draw, [a for a in ("ReLU", "Sigmoid") if state.allows(f"nn.{a}")]
+                                 or ["Linear"])
+            tail = f"nn.Linear({size}, {size})" if activation == "Linear" else f"nn.{activation}()"
+            ctor = f"nn.Sequential(nn.Linear({in_size}, {size}), {tail})"
         elif kind == "Conv2d":
             size = draw(_between(1, min(t.shape[2], t.shape[3])))
             ctor = f"nn.Conv2d({in_size}, 2, {size})"
         else:
             size = 0
-            ctor = f"nn.{kind}({in_size})"
-        mod = ModuleVar(state.fresh("m"), kind, t.dtype, in_size, size)
+            ctor = f"nn.{kind}({in_size})" if eps == DEFAULT_EPS \
+                else f"nn.{kind}({in_size}, eps={eps:g})"
+        mod = ModuleVar(state.fresh("m"), kind, t.dtype, in_size, size, eps=eps)
         if t.dtype == "float64":
             ctor += ".double()"
         lines.append(f"{mod.name} = {ctor}")
         state.modules.append(mod)
         state.features.add("modules")
-        state.features.add({"Conv2d": "conv", "Linear": "modules"}.get(kind, "batchnorm"))
+        state.features.add({"Conv2d": "conv", "Linear": "modules", "Sequential": "modules"}.get(
+            kind, "batchnorm"))
     shape = _module_output(mod, t)
     if shape is None:
         return "\n".join(lines) or None
@@ -517,7 +685,7 @@ def module(draw: Draw, state: _State) -> str | None:
 
 
 def _module_output(mod: ModuleVar, t: TensorVar) -> tuple[int, ...] | None:
-    if mod.kind == "Linear":
+    if mod.kind in ("Linear", "Sequential"):
         return t.shape[:-1] + (mod.size,)
     if mod.kind == "Conv2d":
         if min(t.shape[2:]) < mod.size:
@@ -539,7 +707,12 @@ def inplace(draw: Draw, state: _State) -> str | None:
         return None
     choices: list[tuple[str, str, TensorVar | None]] = [
         ("add_", f"{t.name}.add_(1.0)", None), ("mul_", f"{t.name}.mul_(2.0)", None),
-        ("zero_", f"{t.name}.zero_()", None), ("fill_", f"{t.name}.fill_(0.5)", None)]
+        ("zero_", f"{t.name}.zero_()", None), ("fill_", f"{t.name}.fill_(0.5)", None),
+        ("div_", f"{t.name}.div_(2.0)", None)]
+    if t.bound <= 10:
+        choices.append(("exp_", f"{t.name}.exp_()", None))
+    if t.bound ** 2 <= MAX_BOUND:
+        choices.append(("pow_", f"{t.name}.pow_(2)", None))
     # A tensor operand must broadcast to the target's shape (in-place ops cannot grow it).
     operand = _pick(draw, (o for o in state.tensors if _broadcast(t.shape, o.shape) == t.shape))
     if operand is not None:
@@ -552,9 +725,14 @@ def inplace(draw: Draw, state: _State) -> str | None:
     state.features.add("inplace")
     if used is not None and used.requires_grad and state.grad_enabled:
         t.requires_grad, t.leaf = True, False
-    t.bound = t.bound * max(2.0, used.bound if used is not None else 2.0) + 1.5
-    t.positive = t.positive and (kind == "add_" and used is None
-                                 or kind == "mul_" and (used is None or used.positive))
+    if kind == "exp_":
+        t.bound, t.positive = math.exp(t.bound), True
+    elif kind == "pow_":
+        t.bound, t.positive = t.bound ** 2, False
+    else:
+        t.bound = t.bound * max(2.0, used.bound if used is not None else 2.0) + 1.5
+        t.positive = t.positive and (kind in ("add_", "div_") and used is None
+                                     or kind == "mul_" and (used is None or used.positive))
     return text
 
 
@@ -593,7 +771,10 @@ def grad(draw: Draw, state: _State) -> str | None:
     inputs = [t for t in state.tensors if t.requires_grad]
     if out is None or not state.grad_enabled or not state.allows("torch.autograd.grad"):
         return None
-    chosen = draw(st.lists(st.sampled_from(inputs), min_size=1, max_size=2, unique_by=id))
+    chosen = [_choice(draw, inputs)]
+    others = [t for t in inputs if t is not chosen[0]]
+    if others and draw(BOOL):
+        chosen.append(_choice(draw, others))
     options = []
     if out.ndim == 0:
         target = out.name
@@ -699,7 +880,8 @@ def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
 def _observations(state: _State) -> tuple[str, ...]:
     keys = [template.format(v=t.name) for t in state.tensors for template in TENSOR_OBSERVATIONS]
     for mod in state.modules:
-        keys += [f"{mod.name}.weight.grad", f"{mod.name}.bias.grad"]
+        first = f"{mod.name}[0]" if mod.kind == "Sequential" else mod.name
+        keys += [f"{first}.weight.grad", f"{first}.bias.grad"]
         if mod.kind.startswith("BatchNorm"):
             keys += [f"{mod.name}.running_mean", f"{mod.name}.running_var"]
     keys.append("torch.is_grad_enabled()")

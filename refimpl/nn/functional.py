@@ -24,21 +24,27 @@ from refimpl import _creation, _dtype
 from refimpl._tensor import Tensor
 from refimpl.autograd.grad_mode import no_grad
 from refimpl.nn import derivatives as D
-from refimpl.ops import apply
+from refimpl.ops import apply, signatures
 from refimpl.ops import functional as core
 
 __all__ = ["linear", "conv2d", "l1_loss", "mse_loss", "dropout", "batch_norm", "relu",
            "sigmoid", "softmax", "log_softmax", "tanh"]
 
-tanh = core.tanh
-sigmoid = core.sigmoid
+
+
+def tanh(input: Tensor) -> Tensor:
+    """``input.tanh()`` (a method call, so a non-tensor fails as in PyTorch)."""
+    return input.tanh()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """``input.sigmoid()`` (a method call, so a non-tensor fails as in PyTorch)."""
+    return input.sigmoid()
 
 
 # ------------------------------------------------------------------ linear
 
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias``: ``addmm`` on 2-d input, else (contiguous input) viewed
-    to 2-d and back, else ``matmul`` then the bias added in place."""
+def _linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if input.dim() == 0 or weight.dim() == 0:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
                            f"{input.dim()}D and {weight.dim()}D")
@@ -57,6 +63,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return out.view(*input.shape[:-1], out.shape[-1])
     # PyTorch adds the bias in place to matmul's result for other layouts (AddBackward0).
     return core.matmul(input, weight.t()).add_(bias)
+
+
+linear = signatures.function(_linear, "linear", "input", "weight", "bias", optional=("bias",))
+linear.__doc__ = """``input @ weight.T + bias``: ``addmm`` on 2-d input, else (contiguous input)
+viewed to 2-d and back, else ``matmul`` then the bias added in place."""
 
 
 # ------------------------------------------------------------------ conv2d
@@ -86,6 +97,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
            stride: int | Sequence[int] = 1, padding: int | str | Sequence[int] = 0,
            dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
     """2-d cross-correlation over ``(N, C, H, W)`` or unbatched ``(C, H, W)`` input."""
+    _check_conv2d_args((input, weight, bias, stride, padding, dilation, groups))
     if input.dim() not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
                            f"input of size: {list(input.shape)}")
@@ -123,6 +135,24 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
         raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found "
                            f"{weight.dtype.legacy_name}")
     return D.convolution(input, weight, bias, stride_, padding_, dilation_, groups)
+
+
+_CONV2D_SIGNATURES = (
+    "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, tuple of ints "
+    "padding = 0, tuple of ints dilation = 1, int groups = 1",
+    "Tensor input, Tensor weight, Tensor bias = None, tuple of ints stride = 1, str padding = "
+    '"valid", tuple of ints dilation = 1, int groups = 1')
+
+
+def _check_conv2d_args(args: tuple[Any, ...]) -> None:
+    """PyTorch's argument parser on conv2d's tensors: the module passes all seven arguments,
+    and PyTorch explains each signature's mismatch only for such a full call."""
+    input, weight, bias = args[:3]
+    if isinstance(input, Tensor) and isinstance(weight, Tensor) and (
+            bias is None or isinstance(bias, Tensor)):
+        return
+    options = [signatures.Overload(text, explained=True) for text in _CONV2D_SIGNATURES]
+    raise signatures.invalid_combination("conv2d", args, options)
 
 
 def _c_name(t: Tensor) -> str:
@@ -177,7 +207,8 @@ def _loss_operands(input: Tensor, target: Tensor, size_average: Any, reduce: Any
         reduction = legacy_reduction(size_average, reduce)
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    if target.shape != input.shape:
+    # Sizes are read as PyTorch reads them (target first), so a non-tensor fails the same way.
+    if target.size() != input.size():
         warnings.warn(SIZE_WARNING.format(target.shape, input.shape), UserWarning, stacklevel=3)
         shape = _broadcast_shape(tuple(input.shape), tuple(target.shape))
         if tuple(input.shape) != shape:
@@ -216,6 +247,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
     """
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not isinstance(input, Tensor):
+        raise signatures.must_be("dropout", "input", 1, "Tensor", input)
     if not training or p == 0 or input.numel() == 0:
         return input
     keep = 1.0 - p
@@ -237,6 +270,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     them in place: ``running = (1 - momentum) * running + momentum * batch`` with the
     unbiased batch variance. Otherwise the running buffers normalize.
     """
+    if not isinstance(input, Tensor):
+        raise signatures.must_be("batch_norm", "input", 1, "Tensor", input)
     if training:
         per_channel = input.numel() // input.shape[1] if input.dim() > 1 else input.numel()
         if per_channel <= 1:
@@ -269,6 +304,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 # ------------------------------------------------------------------ activations
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise signatures.must_be("relu_" if inplace else "relu", "input", 1, "Tensor", input)
     if inplace:
         return input.relu_()
     return core.relu(input)
@@ -284,11 +321,11 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype: _dtype.dtype | None = None) -> Tensor:
     if dim is None:
         dim = _softmax_dim("softmax", input.dim())
-    return core.softmax(input, dim, dtype)
+    return input.softmax(dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
                 dtype: _dtype.dtype | None = None) -> Tensor:
     if dim is None:
         dim = _softmax_dim("log_softmax", input.dim())
-    return core.log_softmax(input, dim, dtype)
+    return input.log_softmax(dim, dtype)

@@ -67,11 +67,17 @@ def _within(self: Any, low: Any, high: Any) -> Any:
     return (self >= low) & (self <= high)
 
 
+def scale(number: Any, tensor: Any) -> Any:
+    """``number * tensor`` as PyTorch's formulas compute it: ``mul.Scalar`` (``MulBackward1``),
+    where the operator in a program wraps the number as a tensor (``MulBackward0``)."""
+    return F.apply(MUL_SCALAR, (tensor,), {"other": number})
+
+
 def _pow_self_grad(grad: Any, self: Any, exponent: Any) -> Any:
     if not F.is_tensor(exponent):
         if exponent == 0:
             return F.zeros_like(self)
-        return grad * (exponent * self.pow(exponent - 1))
+        return grad * scale(exponent, self.pow(exponent - 1))
     return _masked(grad * (exponent * self.pow(exponent - 1)), exponent != 0)
 
 
@@ -119,6 +125,11 @@ DIV = defop(
     lambda xp, self, other: self / other,
     {"self": lambda grad, other: grad / other,
      "other": lambda grad, self, other: -grad * ((self / other) / other)},
+)
+MUL_SCALAR = defop(
+    "mul.Scalar", "MulBackward1",
+    lambda xp, self, *, other: (self * other).astype(self.dtype, copy=False),
+    {"self": lambda grad, other: scale(other, grad)},
 )
 RECIPROCAL = defop(
     "reciprocal", "ReciprocalBackward0",
@@ -243,7 +254,7 @@ EXP = defop("exp", "ExpBackward0", lambda xp, self: xp.exp(self),
 LOG = defop("log", "LogBackward0", lambda xp, self: xp.log(self),
             {"self": lambda grad, self: grad / self})
 SQRT = defop("sqrt", "SqrtBackward0", lambda xp, self: xp.sqrt(self),
-             {"self": lambda grad, result: grad / (2 * result)})
+             {"self": lambda grad, result: grad / scale(2, result)})
 SIN = defop("sin", "SinBackward0", lambda xp, self: xp.sin(self),
             {"self": lambda grad, self: grad * self.cos()})
 COS = defop("cos", "CosBackward0", lambda xp, self: xp.cos(self),

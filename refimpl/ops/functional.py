@@ -756,6 +756,8 @@ def parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
+        if a is None:  # PyTorch's to(None) changes nothing
+            continue
         if isinstance(a, _dtype.dtype):
             dtype = a
         elif isinstance(a, Tensor):

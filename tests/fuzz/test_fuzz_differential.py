@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from conformance.fuzz.differential import (
+    FUZZ_TOLERANCES,
     RaisedObservation,
     StepError,
     StepRecord,
@@ -18,6 +21,7 @@ from conformance.fuzz.differential import (
 )
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.runner import fuzz
+from conformance.fuzz.strategies import DEFAULT_EPS, batchnorm_eps
 
 
 def _tensor(values, dtype="float32") -> TensorObservation:
@@ -94,3 +98,43 @@ def test_first_mismatch_names_the_step_and_every_difference():
     assert mismatch.step == 1
     assert [d.what for d in mismatch.differences] == ["warnings", "a", "b"]
     assert "UserWarning: w" in mismatch.text("torch", "other")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batchnorm_eps_keeps_constant_channels_within_tolerance(torch_engine, dtype):
+    """A channel of equal values normalises to exactly 0; PyTorch's rounding of its mean,
+    divided by sqrt(eps), must stay below the comparison's atol at the eps the generator picks
+    (with the default eps, float32 data of magnitude 14 is off by more than atol)."""
+    torch = pytest.importorskip("torch")
+    atol = FUZZ_TOLERANCES[dtype][1]
+    values = np.random.default_rng(0).uniform(-1.0, 1.0, size=256)
+    for bound in (1.0, 5.0, 14.0, 1e3):
+        x = torch.tensor(values * bound, dtype=getattr(torch, dtype))[None, :].expand(3, 256)
+        eps = batchnorm_eps(dtype, bound)
+        out = torch.nn.BatchNorm1d(256, eps=eps, dtype=getattr(torch, dtype))(x)
+        assert float(out.detach().abs().max()) <= atol, (bound, eps)
+    if dtype == "float32":
+        x = torch.tensor(values * 14.0, dtype=torch.float32)[None, :].expand(3, 256)
+        assert float(torch.nn.BatchNorm1d(256)(x).detach().abs().max()) > atol
+    else:
+        assert batchnorm_eps(dtype, 100.0) == DEFAULT_EPS
+
+
+def test_generated_batchnorms_get_a_safe_eps():
+    from hypothesis import HealthCheck, given, seed, settings
+
+    from conformance.fuzz.strategies import programs
+
+    made: list[str] = []
+
+    @seed(3)
+    @settings(max_examples=300, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(programs(families=("modules", "batchnorm")))
+    def collect(program: Program) -> None:
+        made.extend(re.findall(r"nn\.BatchNorm[12]d\((.*?)\)(\.double\(\))?$",
+                               program.source(), flags=re.M))
+
+    collect()
+    float32 = [args for args, double in made if not double]
+    assert float32 and all("eps=" in args for args in float32)

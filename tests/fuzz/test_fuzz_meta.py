@@ -3,6 +3,8 @@ case that passes on the reference and fails on the faulty engine."""
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +74,18 @@ def test_kept_findings_lint_and_hold_on_torch(torch_engine):
     assert loaded.cases
     for case in loaded.cases:
         assert run_case(case, torch_engine).verdict == "passed", case.id
+
+
+def test_finding_program_keeps_only_what_the_mismatch_needs(found):
+    """Every name the reduced program binds is read later or is what differed (no filler)."""
+    finding = found[0].finding
+    tree = ast.parse(finding.program.source())
+    bound = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             for target in ast.walk(node) if isinstance(target, ast.Name)
+             and isinstance(target.ctx, ast.Store)}
+    read = {node.id for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    differing = " ".join(d.what for d in finding.mismatch.differences)
+    unused = {name for name in bound - read if not re.search(rf"\b{name}\b", differing)}
+    assert not unused, finding.program.source()
+    assert len(finding.program.steps) == finding.mismatch.step + 1

@@ -46,14 +46,18 @@ def test_programs_lint_as_cases(tmp_path):
 
 
 def test_programs_cover_the_op_table_and_the_autograd_surface():
-    sources = "\n".join(p.source() for p in _draw_many(programs(), count=400, start=4))
+    sources = "\n".join(p.source() for p in _draw_many(programs(), count=1000, start=4))
     for needle in (".backward(", "torch.autograd.grad(", "create_graph=True", "torch.no_grad()",
                    "torch.enable_grad()", "torch.set_grad_enabled(", ".retain_grad()",
                    "requires_grad_(", ".detach()", ".clone()", "torch.cat(", "torch.stack(",
                    "nn.Linear(", "nn.Conv2d(", "nn.BatchNorm", "torch.matmul(", ".view(",
                    "keepdim=True", ".expand(", ".transpose(", "retain_graph=True",
                    "allow_unused=True", "grad_outputs=", "gradient=", ".sum(dim=", ".max(",
-                   ".add_(", "[0] = ", ".eval()", "torch.log(", "float64"):
+                   ".add_(", "[0] = ", ".eval()", "torch.log(", "float64", ".permute(",
+                   ".contiguous()", ".select(", ".dot(", ".mv(", ".mm(", "torch.addmm(",
+                   "F.linear(", "nn.Sequential(", "softmax(", "_loss(", "Loss(", ".exp_()",
+                   ".pow_(", ".div_(", ".data", ".to(torch.", ".double()", "torch.full(", "_like(",
+                   "eps="):
         assert needle in sources, f"no generated program uses {needle}"
 
 

@@ -224,3 +224,64 @@ with torch.no_grad():
     v = x.view(-1)
     x.requires_grad_(False)
 """, "v.requires_grad", "x.requires_grad")
+
+
+_NONE_OPERAND_CALLS = (
+    "x.add(None)", "torch.add(x, None)", "torch.add(None, x)", "x.sub(None)", "torch.mul(x, None)",
+    "x.div(None)", "torch.matmul(None, x)", "torch.matmul(x, None)", "x.matmul(None)",
+    "x.mm(None)", "torch.mm(x, None)", "x.dot(None)", "x.mv(None)", "torch.addmm(x, None, x)",
+    "x.add(other=None)", "x.add('a')", "x.mm(2)", "torch.maximum(x, 2.0)", "torch.tanh(None)",
+    "torch.exp(None)", "torch.sum(None)", "torch.max(None)", "torch.softmax(None, 0)",
+    "torch.ones_like(None)", "torch.zeros_like(None)",
+    "torch.cat([x, None])", "torch.stack([None])", "torch.cat(x)", "x.detach().sub_(None)",
+    "x.sub_(None)", "x.mul_(None)", "x.detach().copy_(None)", "x.expand_as(None)",
+    "x.pow(None)", "torch.pow(x, None)", "x.eq(None)", "torch.eq(x, None)", "x.max(None)",
+    "torch.max(x, 'a')", "x.true_divide(None)", "torch.true_divide(x, None)",
+    "torch.where(x > 0, x, None)", "torch.where(None, x, x)", "x.where(x > 0, None)",
+    "x.detach().fill_(None)", "x.to(None) is x",
+    "nn.Linear(2, 1)(None)", "nn.Conv2d(2, 1, 1)(None)", "nn.ReLU()(None)", "nn.Sigmoid()(None)",
+    "nn.Dropout()(None)", "nn.functional.linear(x, w, 2.0)", "nn.functional.softmax(None, 0)",
+    "nn.functional.mse_loss(x, None)", "nn.functional.batch_norm(None, None, None)",
+)
+
+
+@pytest.mark.parametrize("call", _NONE_OPERAND_CALLS)
+def test_non_tensor_operand_fails_the_argument_check(call: str) -> None:
+    # An unused input's None gradient reached ops as an operand: PyTorch's binding refuses it
+    # with a TypeError naming the op and the argument, before the op (or its leaf check) runs.
+    _agree("""
+x = torch.rand(2, 2, requires_grad=True)
+w = torch.rand(1, 2)
+""", call)
+
+
+@pytest.mark.parametrize("call", [
+    "x.clamp_(t, 0.5)", "x.clamp_(0.5, t)", "x.clamp(t, 0.5)", "torch.clamp(x, t, 0.5)",
+    "x.clamp_(t, t)", "x.clamp_(None, t)", "x.clamp_(-0.5, 0.5)", "x.clamp(None)"])
+def test_clamp_takes_two_tensor_or_two_number_bounds(call: str) -> None:
+    _agree("""
+x = torch.tensor([-1.0, 0.25, 2.0])
+t = torch.zeros(3)
+""", call)
+
+
+@pytest.mark.parametrize("expr", ["a.pow(2)", "a.pow(1.5)", "a.sqrt()"])
+def test_second_order_graph_multiplies_by_numbers_with_mul_scalar(expr: str) -> None:
+    _agree(f"""
+a = torch.tensor([0.5, 1.0, 2.0], requires_grad=True)
+g, = torch.autograd.grad({expr}.sum(), [a], create_graph=True)
+gg, = torch.autograd.grad(g.sum(), [a])
+""", "graph(g)", "g", "gg")
+
+
+def test_detach_in_place_clears_the_flag_of_views_taken_under_no_grad() -> None:
+    _agree("""
+with torch.no_grad():
+    x = torch.rand(1, requires_grad=True)
+    v = x.view(-1)
+    x.detach_()
+a = torch.rand(2, requires_grad=True)
+b = a * 2
+w = b.view(-1)
+b.detach_()
+""", "v.requires_grad", "v.is_leaf", "w.requires_grad", "graph(w)")

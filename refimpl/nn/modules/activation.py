@@ -5,6 +5,7 @@ from __future__ import annotations
 from refimpl._tensor import Tensor
 from refimpl.nn import functional as F
 from refimpl.nn.modules.module import Module
+from refimpl.ops import signatures
 
 __all__ = ["ReLU", "Sigmoid"]
 
@@ -27,4 +28,5 @@ class Sigmoid(Module):
     """``1 / (1 + exp(-x))`` elementwise (``SigmoidBackward0``)."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.sigmoid(input)
+        # torch.sigmoid, as PyTorch's module calls it (its argument check, not F.sigmoid's).
+        return signatures.sigmoid(input)
