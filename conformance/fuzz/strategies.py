@@ -13,8 +13,10 @@ its step, so it must come last. The generator tracks each tensor's shape, dtype 
 value range, so almost every statement is valid and `log`/`sqrt`/division only see positive
 data (NaN then means a real difference); whether a statement raises is left to the engines.
 
-Only names `spec/api.yaml` lists are used: an op whose names are missing there (say
-`permute`) is left out, so every program passes the loader's check.
+The op table follows `spec/api.yaml`: every tensor op, `torch.*`, `F.*` and `nn.*` name
+listed there that refimpl implements and that is deterministic (Dropout draws from the
+engine's own generator, `argmax` breaks ties by implementation) is drawn, and a name missing
+there is left out, so every program passes the loader's check.
 """
 
 from __future__ import annotations
