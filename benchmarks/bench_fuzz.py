@@ -13,6 +13,7 @@ is reported (the figure then covers the programs run until it was found and shru
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -43,6 +44,10 @@ def main() -> int:
     verdict = "meets" if result.rate >= TARGET else "misses"
     print(result.summary())
     print(f"throughput: {result.rate:.1f} programs/s ({verdict} the target of {TARGET:.0f})")
+    # Other processes share the cores: the figure means little without the load beside it.
+    if hasattr(os, "getloadavg"):
+        load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+        print(f"load average (1, 5, 15 min): {load} on {os.cpu_count()} cores")
     if result.finding is not None:
         print("note: the engines differ; the run stopped at the first mismatch:")
         print(result.finding.mismatch.text(result.reference, result.other))

@@ -1,8 +1,44 @@
 """Differential fuzzing: generated autograd programs, run on two engines, compared.
 
+Run it:
+
+    python -m conformance fuzz --engines torch,refimpl --examples 5000 --seed 7
+    python -m conformance fuzz --engines torch,my_engine --profile ci --out findings
+
+Hypothesis draws programs in the case language (leaves, broadcasting ops, views, in-place ops,
+grad modes, backward/grad, modules); both engines run each one in this process and every
+observation after every step is compared (values with dtype-aware tolerances, flags, graphs,
+errors and warnings at the weaker adapter's message strictness). `--without FAMILY` leaves out
+in-place ops, create_graph, modules, conv or batchnorm; families an engine does not support are
+left out anyway. The exit status is 0 when the engines agree, 1 on a mismatch, 2 when an
+engine cannot run; the last line gives programs per second.
+
+Profiles (`--profile`, see `profiles`): `ci` is 400 programs from seed 0 with no database (the
+same programs every run; `tests/fuzz/test_fuzz_refimpl.py` runs it in CI), `dev` (the CLI's
+default) 2,000 programs from a random seed and remembers failures in `.hypothesis/fuzz`,
+`campaign` is for long runs.
+
+Findings: a mismatch is shrunk by Hypothesis, then reduced statement by statement to what the
+mismatch needs (`minimise`), and written to `--out` (default `findings/`) as
+`fuzz_<hash>.yaml`, a case that lints and holds on the reference engine, plus `fuzz_<hash>.py`,
+a standalone repro for the other engine; the message shows the differences and both. Once the
+engine is fixed, move the case into `spec/cases/`.
+
+Campaign: one shard per pytest test, spread over the cores by pytest-xdist; the shards share a
+Hypothesis example database, so a failure found by one is replayed first by the others, and by
+other machines when `$AUTOGRAD_FUZZ_DB` points at a shared folder:
+
+    AUTOGRAD_FUZZ_DB=/shared/fuzz-db AUTOGRAD_FUZZ_EXAMPLES=10000 \
+        python -m pytest conformance/fuzz/campaign.py -n auto
+
+(`AUTOGRAD_FUZZ_ENGINES`, `_SHARDS`, `_SEED` and `_OUT` are described in `campaign`.)
+
+Modules:
+
 - `strategies.programs()`: Hypothesis strategy of programs in the case language.
 - `differential`: run a program on an engine, record and compare observations.
-- `runner.fuzz()`: the loop (Hypothesis drives, shrinks, and a finding is written).
+- `runner.fuzz()`: the loop (Hypothesis drives and shrinks, `minimise` reduces, a finding is
+  written).
 - `findings`: a mismatch as a lint-valid YAML case plus a standalone repro script.
 - `profiles`: the `ci`, `dev` and `campaign` settings; `campaign.py` runs under pytest-xdist.
 - `cli`: `python -m conformance fuzz`.

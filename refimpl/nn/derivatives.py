@@ -79,11 +79,10 @@ def _conv_forward(xp: Any, input: Any, weight: Any, bias: Any, *, stride: Pair, 
     return result + bias.reshape(1, o, 1, 1)
 
 
-def _conv_input_grad_forward(xp: Any, grad_output: Any, weight: Any, *,
-                             input_shape: tuple[int, ...], stride: Pair, padding: Pair,
-                             dilation: Pair, groups: int) -> Any:
+def _conv_input_grad_forward(xp: Any, grad_output: Any, input: Any, weight: Any, *,
+                             stride: Pair, padding: Pair, dilation: Pair, groups: int) -> Any:
     # The transposed convolution: every output gradient flows back to the taps it came from.
-    n, c, h, w = input_shape
+    n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
     out = grad_output.shape[2:]
     g = grad_output.reshape(n, groups, o // groups, out[0] * out[1])
@@ -96,16 +95,15 @@ def _conv_input_grad_forward(xp: Any, grad_output: Any, weight: Any, *,
     return padded[:, :, ph:ph + h, pw:pw + w]
 
 
-def _conv_weight_grad_forward(xp: Any, grad_output: Any, input: Any, *,
-                              weight_shape: tuple[int, ...], stride: Pair, padding: Pair,
-                              dilation: Pair, groups: int) -> Any:
+def _conv_weight_grad_forward(xp: Any, grad_output: Any, input: Any, weight: Any, *,
+                              stride: Pair, padding: Pair, dilation: Pair, groups: int) -> Any:
     # Correlate each output gradient with the input patch that produced it, summed over N.
-    o, cg, kh, kw = weight_shape
+    o, cg, kh, kw = weight.shape
     n = input.shape[0]
     out = grad_output.shape[2:]
     cols = _patches(xp, _pad(xp, input, padding), (kh, kw), stride, dilation, out, groups)
     g = grad_output.reshape(n, groups, o // groups, out[0] * out[1])
-    return (g @ xp.transpose(cols, (0, 1, 3, 2))).sum(axis=0).reshape(weight_shape)
+    return (g @ xp.transpose(cols, (0, 1, 3, 2))).sum(axis=0).reshape(weight.shape)
 
 
 def _zero_bias(like: Tensor, channels: int) -> Tensor:
@@ -121,28 +119,30 @@ def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Pair
         "stride": stride, "padding": padding, "dilation": dilation, "groups": groups})
 
 
-def _input_grad(grad: Tensor, weight: Tensor, input_shape: tuple[int, ...], **conv: Any
-                ) -> Tensor:
-    return apply(CONVOLUTION_INPUT_GRAD, (grad, weight), {"input_shape": input_shape, **conv})
+def _input_grad(grad: Tensor, input: Tensor, weight: Tensor, **conv: Any) -> Tensor:
+    return apply(CONVOLUTION_INPUT_GRAD, (grad, input, weight), conv)
 
 
-def _weight_grad(grad: Tensor, input: Tensor, weight_shape: tuple[int, ...], **conv: Any
-                 ) -> Tensor:
-    return apply(CONVOLUTION_WEIGHT_GRAD, (grad, input), {"weight_shape": weight_shape, **conv})
+def _weight_grad(grad: Tensor, input: Tensor, weight: Tensor, **conv: Any) -> Tensor:
+    return apply(CONVOLUTION_WEIGHT_GRAD, (grad, input, weight), conv)
 
 
 # PyTorch computes the three gradients of ``convolution`` and of ``native_batch_norm`` in one
 # joint formula, so their nodes save input and weight whichever gradients are needed, and an
 # in-place change to either fails the backward. Every formula below names both to keep that.
+# Likewise each gradient of a convolution is an output of one ``ConvolutionBackwardBackward0``
+# node whose edges are (grad_output, input, weight): the three rows below take all three
+# tensors, so a gradient's graph has those edges even where its formula ignores one of them
+# (an input gradient does not depend on the input: that edge gets no gradient).
 CONVOLUTION = defop(
     "convolution", "ConvolutionBackward0", _conv_forward,
     {"input": lambda grad, input, weight, stride, padding, dilation, groups:
-         _input_grad(grad, weight, input.shape, stride=stride, padding=padding,
+         _input_grad(grad, input, weight, stride=stride, padding=padding,
                      dilation=dilation, groups=groups),
      "weight": lambda grad, input, weight, stride, padding, dilation, groups:
-         _weight_grad(grad, input, weight.shape, stride=stride, padding=padding,
+         _weight_grad(grad, input, weight, stride=stride, padding=padding,
                       dilation=dilation, groups=groups),
-     "bias": lambda grad, input, weight: apply(CONVOLUTION_BIAS_GRAD, (grad,))},
+     "bias": lambda grad, input, weight: apply(CONVOLUTION_BIAS_GRAD, (grad, input, weight))},
 )
 CONVOLUTION_INPUT_GRAD = defop(
     # d(input grad)/d(grad_output) is the forward convolution; d/d(weight) correlates the
@@ -150,25 +150,24 @@ CONVOLUTION_INPUT_GRAD = defop(
     "convolution_backward.input", "ConvolutionBackwardBackward0", _conv_input_grad_forward,
     {"grad_output": lambda grad, weight, stride, padding, dilation, groups:
          convolution(grad, weight, None, stride, padding, dilation, groups),
-     "weight": lambda grad, grad_output, weight_shape, stride, padding, dilation, groups:
-         _weight_grad(grad_output, grad, weight_shape, stride=stride, padding=padding,
+     "weight": lambda grad, grad_output, weight, stride, padding, dilation, groups:
+         _weight_grad(grad_output, grad, weight, stride=stride, padding=padding,
                       dilation=dilation, groups=groups)},
 )
 CONVOLUTION_WEIGHT_GRAD = defop(
     "convolution_backward.weight", "ConvolutionBackwardBackward0", _conv_weight_grad_forward,
     {"grad_output": lambda grad, input, stride, padding, dilation, groups:
          convolution(input, grad, None, stride, padding, dilation, groups),
-     "input": lambda grad, grad_output, input_shape, stride, padding, dilation, groups:
-         _input_grad(grad_output, grad, input_shape, stride=stride, padding=padding,
+     "input": lambda grad, grad_output, input, stride, padding, dilation, groups:
+         _input_grad(grad_output, input, grad, stride=stride, padding=padding,
                      dilation=dilation, groups=groups)},
 )
 CONVOLUTION_BIAS_GRAD = defop(
     "convolution_backward.bias", "ConvolutionBackwardBackward0",
-    lambda xp, grad_output: grad_output.sum(axis=(0, 2, 3)),
+    lambda xp, grad_output, input, weight: grad_output.sum(axis=(0, 2, 3)),
     {"grad_output": lambda grad, grad_output_shape:
          grad.reshape(1, -1, 1, 1).expand(grad_output_shape)},
 )
-
 
 # ------------------------------------------------------------------ mse_loss
 

@@ -78,7 +78,11 @@ def _pow_self_grad(grad: Any, self: Any, exponent: Any) -> Any:
         if exponent == 0:
             return F.zeros_like(self)
         return grad * scale(exponent, self.pow(exponent - 1))
-    return _masked(grad * (exponent * self.pow(exponent - 1)), exponent != 0)
+    # PyTorch: where(exponent == 0, 0, grad * (exponent * self.pow(exponent - 1))), with
+    # ``exponent - 1`` as sub.Scalar (SubBackward1).
+    zero = F.zeros((), dtype=grad.dtype, device=grad.device)
+    return F.where(exponent == 0, zero,
+                   grad * (exponent * self.pow(F.apply(SUB_SCALAR, (exponent,), {"other": 1}))))
 
 
 def _pow_exponent_grad(grad: Any, base: Any, exponent: Any, result: Any) -> Any:
@@ -86,7 +90,9 @@ def _pow_exponent_grad(grad: Any, base: Any, exponent: Any, result: Any) -> Any:
         if base == 0:
             return _masked(grad * result * -math.inf, exponent < 0)
         return grad * (result * math.log(base))
-    return _masked(grad * (result * base.log()), ~((base == 0) & (exponent >= 0)))
+    # PyTorch: grad * where((base == 0) & (exponent >= 0), 0, result * log(base)).
+    zero = F.zeros((), dtype=grad.dtype, device=grad.device)
+    return grad * F.where((base == 0) & (exponent >= 0), zero, result * base.log())
 
 
 def _maximum_grad(grad: Any, self: Any, other: Any, sign: int) -> Any:
@@ -103,44 +109,60 @@ ADD = defop(
     lambda xp, self, other, *, alpha=1: self + other if alpha == 1 else self + alpha * other,
     {"self": lambda grad: grad,
      "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+    layout="elementwise",
 )
 SUB = defop(
     "sub.Tensor", "SubBackward0",
     lambda xp, self, other, *, alpha=1: self - other if alpha == 1 else self - alpha * other,
     {"self": lambda grad: grad,
      "other": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+    layout="elementwise",
 )
 RSUB = defop(
     "rsub.Scalar", "RsubBackward1",
     lambda xp, self, *, other, alpha=1: other - self if alpha == 1 else other - alpha * self,
     {"self": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+    layout="elementwise",
+)
+SUB_SCALAR = defop(
+    # ``tensor - number`` inside formulas (PyTorch's own ``exponent - 1``): SubBackward1.
+    "sub.Scalar", "SubBackward1",
+    lambda xp, self, *, other, alpha=1: (self - alpha * other).astype(self.dtype, copy=False),
+    {"self": lambda grad: grad},
+    layout="elementwise",
 )
 MUL = defop(
     "mul.Tensor", "MulBackward0",
     lambda xp, self, other: self * other,
     {"self": lambda grad, other: grad * other, "other": lambda grad, self: grad * self},
+    layout="elementwise",
 )
 DIV = defop(
     "div.Tensor", "DivBackward0",
     lambda xp, self, other: self / other,
     {"self": lambda grad, other: grad / other,
      "other": lambda grad, self, other: -grad * ((self / other) / other)},
+    layout="elementwise",
 )
 MUL_SCALAR = defop(
     "mul.Scalar", "MulBackward1",
     lambda xp, self, *, other: (self * other).astype(self.dtype, copy=False),
     {"self": lambda grad, other: scale(other, grad)},
+    layout="elementwise",
 )
 RECIPROCAL = defop(
     "reciprocal", "ReciprocalBackward0",
     lambda xp, self: 1 / self,
     {"self": lambda grad, result: -grad * (result * result)},
+    layout="elementwise",
 )
-NEG = defop("neg", "NegBackward0", lambda xp, self: -self, {"self": lambda grad: -grad})
+NEG = defop("neg", "NegBackward0", lambda xp, self: -self, {"self": lambda grad: -grad},
+            layout="elementwise")
 POW_TENSOR_SCALAR = defop(
     "pow.Tensor_Scalar", "PowBackward0",
     lambda xp, self, *, exponent: self ** exponent,
     {"self": lambda grad, self, exponent: _pow_self_grad(grad, self, exponent)},
+    layout="elementwise",
 )
 POW_TENSOR_TENSOR = defop(
     "pow.Tensor_Tensor", "PowBackward1",
@@ -148,12 +170,14 @@ POW_TENSOR_TENSOR = defop(
     {"self": lambda grad, self, exponent: _pow_self_grad(grad, self, exponent),
      "exponent": lambda grad, self, exponent, result:
          _pow_exponent_grad(grad, self, exponent, result)},
+    layout="elementwise",
 )
 POW_SCALAR = defop(
     "pow.Scalar", "PowBackward2",
     lambda xp, exponent, *, self: self ** exponent,
     {"exponent": lambda grad, self, exponent, result:
          _pow_exponent_grad(grad, self, exponent, result)},
+    layout="elementwise",
 )
 
 # ------------------------------------------------------------------ matrix products
@@ -196,6 +220,7 @@ SUM_DIM = defop(
     "sum.dim_IntList", "SumBackward1",
     lambda xp, self, *, dim, keepdim=False: self.sum(axis=dim, keepdims=keepdim),
     {"self": lambda grad, self_shape, dim, keepdim: sum_backward(grad, self_shape, dim, keepdim)},
+    layout="contiguous",
 )
 MEAN = defop(
     "mean", "MeanBackward0",
@@ -207,6 +232,7 @@ MEAN_DIM = defop(
     lambda xp, self, *, dim, keepdim=False: self.mean(axis=dim, keepdims=keepdim),
     {"self": lambda grad, self_shape, dim, keepdim:
          sum_backward(grad, self_shape, dim, keepdim) / _reduced_count(self_shape, dim)},
+    layout="contiguous",
 )
 MAX = defop(
     "max", "MaxBackward1",
@@ -225,6 +251,7 @@ MAX_DIM = defop(
     {"self": lambda grad, dim, indices, self_shape, keepdim:
          _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
     extra_outputs=("indices",),
+    layout="contiguous",
 )
 MIN_DIM = defop(
     "min.dim", "MinBackward0",
@@ -233,41 +260,46 @@ MIN_DIM = defop(
     {"self": lambda grad, dim, indices, self_shape, keepdim:
          _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
     extra_outputs=("indices",),
+    layout="contiguous",
 )
 MAXIMUM = defop(
     "maximum", "MaximumBackward0",
     lambda xp, self, other: xp.maximum(self, other),
     {"self": lambda grad, self, other: _maximum_grad(grad, self, other, 1),
      "other": lambda grad, self, other: _maximum_grad(grad, other, self, 1)},
+    layout="elementwise",
 )
 MINIMUM = defop(
     "minimum", "MinimumBackward0",
     lambda xp, self, other: xp.minimum(self, other),
     {"self": lambda grad, self, other: _maximum_grad(grad, self, other, -1),
      "other": lambda grad, self, other: _maximum_grad(grad, other, self, -1)},
+    layout="elementwise",
 )
 
 # ------------------------------------------------------------------ elementwise functions
 
 EXP = defop("exp", "ExpBackward0", lambda xp, self: xp.exp(self),
-            {"self": lambda grad, result: grad * result})
+            {"self": lambda grad, result: grad * result}, layout="elementwise")
 LOG = defop("log", "LogBackward0", lambda xp, self: xp.log(self),
-            {"self": lambda grad, self: grad / self})
+            {"self": lambda grad, self: grad / self}, layout="elementwise")
 SQRT = defop("sqrt", "SqrtBackward0", lambda xp, self: xp.sqrt(self),
-             {"self": lambda grad, result: grad / scale(2, result)})
+             {"self": lambda grad, result: grad / scale(2, result)}, layout="elementwise")
 SIN = defop("sin", "SinBackward0", lambda xp, self: xp.sin(self),
-            {"self": lambda grad, self: grad * self.cos()})
+            {"self": lambda grad, self: grad * self.cos()}, layout="elementwise")
 COS = defop("cos", "CosBackward0", lambda xp, self: xp.cos(self),
-            {"self": lambda grad, self: grad * -self.sin()})
+            {"self": lambda grad, self: grad * -self.sin()}, layout="elementwise")
 TANH_BACKWARD = defop(
     # tanh's gradient as its own op, so a create_graph gradient is TanhBackwardBackward0.
     "tanh_backward", "TanhBackwardBackward0",
     lambda xp, grad_output, output: grad_output * (1 - output * output),
     {"grad_output": lambda grad, output: F.apply(TANH_BACKWARD, F.promote((grad, output))[0]),
      "output": lambda grad, output, grad_output: grad * (-2 * output * grad_output)},
+    layout="elementwise",
 )
 TANH = defop("tanh", "TanhBackward0", lambda xp, self: xp.tanh(self),
-             {"self": lambda grad, result: F.apply(TANH_BACKWARD, F.promote((grad, result))[0])})
+             {"self": lambda grad, result: F.apply(TANH_BACKWARD, F.promote((grad, result))[0])},
+             layout="elementwise")
 SIGMOID_BACKWARD = defop(
     # sigmoid's gradient as its own op (SigmoidBackwardBackward0 under create_graph).
     "sigmoid_backward", "SigmoidBackwardBackward0",
@@ -275,6 +307,7 @@ SIGMOID_BACKWARD = defop(
     {"grad_output": lambda grad, output:
          F.apply(SIGMOID_BACKWARD, F.promote((grad, output))[0]),
      "output": lambda grad, output, grad_output: grad * grad_output * (-2 * output + 1)},
+    layout="elementwise",
 )
 SIGMOID = defop(
     "sigmoid", "SigmoidBackward0",
@@ -283,6 +316,7 @@ SIGMOID = defop(
         xp.where(self >= 0, 1 / (1 + xp.exp(-xp.abs(self))),
                  xp.exp(-xp.abs(self)) / (1 + xp.exp(-xp.abs(self)))),
     {"self": lambda grad, result: F.apply(SIGMOID_BACKWARD, F.promote((grad, result))[0])},
+    layout="elementwise",
 )
 def _keep_where(xp: Any, mask: Any, values: Any) -> Any:
     """``where(mask, values, 0)``, exact for inf and NaN too, by clearing the bits of the
@@ -299,30 +333,35 @@ THRESHOLD_BACKWARD = defop(
     {"grad_output": lambda grad, self, threshold:
          F.apply(THRESHOLD_BACKWARD, (grad, self), {"threshold": threshold}),
      "self": lambda grad: F.zeros_like(grad)},
+    layout="elementwise",
 )
 RELU = defop(
     "relu", "ReluBackward0",
     lambda xp, self: xp.maximum(self, 0).astype(self.dtype, copy=False),
     {"self": lambda grad, result: F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})},
+    layout="elementwise",
 )
 SGN = defop("sgn", "SgnBackward0", lambda xp, self: xp.sign(self),
-            {"self": lambda grad: F.zeros_like(grad)})
+            {"self": lambda grad: F.zeros_like(grad)}, layout="elementwise")
 SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
-             {"self": lambda grad: F.zeros_like(grad)})
+             {"self": lambda grad: F.zeros_like(grad)}, layout="elementwise")
 ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
-            {"self": lambda grad, self: grad * F.apply(SGN, (self,))}, holomorphic=False)
+            {"self": lambda grad, self: grad * F.apply(SGN, (self,))}, holomorphic=False,
+            layout="elementwise")
 CONJ = defop("conj", "ConjBackward0", lambda xp, self: xp.conj(self),
              {"self": lambda grad: grad.conj()}, holomorphic=False)
 REAL = defop(
     # The gradient of a real tensor that took part in complex math: its real part.
     "real", "RealBackward0", lambda xp, self: self.real.copy(),
     {"self": lambda grad: grad}, holomorphic=False,
+    layout="elementwise",
 )
 CLAMP = defop(
     "clamp", "ClampBackward1",
     lambda xp, self, *, min=None, max=None:
         xp.clip(self, min, max).astype(self.dtype, copy=False),
     {"self": lambda grad, self, min, max: _masked(grad, _within(self, min, max))},
+    layout="elementwise",
 )
 CLAMP_TENSOR = defop(
     "clamp.Tensor", "ClampBackward0",
@@ -330,12 +369,14 @@ CLAMP_TENSOR = defop(
     {"self": lambda grad, self, min, max: _masked(grad, (self >= min) & (self <= max)),
      "min": lambda grad, self, min: _masked(grad, self < min),
      "max": lambda grad, self, max: _masked(grad, self > max)},
+    layout="elementwise",
 )
 WHERE = defop(
     "where.self", "WhereBackward0",
     lambda xp, self, other, *, condition: xp.where(condition._data, self, other),
     {"self": lambda grad, condition: _masked(grad, condition),
      "other": lambda grad, condition: _masked(grad, ~condition)},
+    layout="elementwise",
 )
 
 
@@ -355,11 +396,13 @@ SOFTMAX = defop(
     lambda xp, self, *, dim: _softmax(xp, self, dim),
     {"self": lambda grad, result, dim:
          (grad - (grad * result).sum(dim, keepdim=True)) * result},
+    layout="contiguous",
 )
 LOG_SOFTMAX = defop(
     "_log_softmax", "LogSoftmaxBackward0",
     lambda xp, self, *, dim: _log_softmax(xp, self, dim),
     {"self": lambda grad, result, dim: grad - result.exp() * grad.sum(dim, keepdim=True)},
+    layout="contiguous",
 )
 
 # ------------------------------------------------------------------ views and shape
@@ -476,9 +519,33 @@ def _cat_backward(grad: Any, tensors_shape: list[tuple[int, ...]], dim: int) -> 
     return out
 
 
+def _channels_last(array: Any) -> bool:
+    """PyTorch's ``is_channels_last_strides_2d``: a 4-D array whose strides order its dims as
+    (N, H, W, C) from outermost to innermost."""
+    if array.ndim != 4 or array.strides[1] == 0:
+        return False
+    smallest = 0
+    for d in (1, 3, 2, 0):
+        if array.shape[d] == 0 or array.strides[d] < smallest:
+            return False
+        if d == 0 and smallest == array.strides[1]:
+            return False
+        smallest = array.strides[d] * (array.shape[d] if array.shape[d] > 1 else 1)
+    return True
+
+
+def _cat_forward(xp: Any, *tensors: Any, dim: int = 0) -> Any:
+    # PyTorch's cat lays its result out row-major, or channels-last when every input is
+    # (NumPy would follow the inputs' layout, which changes what view() accepts later).
+    out = xp.concatenate(tensors, axis=dim)
+    if all(_channels_last(t) for t in tensors):
+        return xp.transpose(xp.ascontiguousarray(xp.transpose(out, (0, 2, 3, 1))), (0, 3, 1, 2))
+    return xp.ascontiguousarray(out)
+
+
 CAT = defop(
     "cat", "CatBackward0",
-    lambda xp, *tensors, dim=0: xp.concatenate(tensors, axis=dim),
+    _cat_forward,
     {"tensors": lambda grad, tensors_shape, dim: _cat_backward(grad, tensors_shape, dim)},
 )
 STACK = defop(
@@ -491,13 +558,14 @@ STACK = defop(
 # ------------------------------------------------------------------ copies and moves
 
 CLONE = defop("clone", "CloneBackward0", lambda xp, self: self.copy(),
-              {"self": lambda grad: grad})
+              {"self": lambda grad: grad}, layout="elementwise")
 TO_COPY = defop(
     "_to_copy", "ToCopyBackward0",
     lambda xp, self, *, dtype, device: _backend.move_array(self, dtype, device),
     {"self": lambda grad, self_dtype, self_device:
          F.cast_grad(grad, self_dtype).to(device=self_device)},
     changes_device=True,
+    layout="elementwise",
 )
 COPY_ = defop(
     "copy_", "CopyBackwards",

@@ -555,9 +555,33 @@ def _infer_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
     return shape
 
 
+def _viewable(array: Any, size: tuple[int, ...]) -> bool:
+    """Whether ``array`` can be seen with shape ``size`` without a copy: PyTorch's
+    ``computeStride``, which walks the old dims from the innermost, grouping runs of dims that
+    are contiguous with each other; each run must be covered exactly by a run of new dims."""
+    old, strides = array.shape, array.strides
+    if not old or array.size == 0 or old == size:
+        return True
+    view_d = len(size) - 1
+    base = strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or size[view_d] == 1):
+                view_numel *= size[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                base = strides[d - 1]
+                tensor_numel = view_numel = 1
+    return view_d == -1
+
+
 def view(input: Tensor, *shape: Any) -> Tensor:
     size = _infer_shape(_shape_arg(shape), input._data.size)
-    if not input._data.flags.c_contiguous and size != input._data.shape:
+    if not _viewable(input._data, size):
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
                            ".reshape(...) instead.")
@@ -568,7 +592,7 @@ def reshape(input: Tensor, *shape: Any) -> Tensor:
     """A view when the data allows it, else a copy (``CloneBackward0`` then
     ``UnsafeViewBackward0``, as in PyTorch)."""
     size = _infer_shape(_shape_arg(shape), input._data.size)
-    if input._data.flags.c_contiguous or size == input._data.shape:
+    if _viewable(input._data, size):
         return apply(D.VIEW, (input,), {"size": size})
     return apply(D.UNSAFE_VIEW, (clone(input),), {"size": size})
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from refimpl import _backend, _dtype
-from refimpl._tensor import Tensor, check_no_internal_overlap, no_grad_view_message, wrap
+from refimpl._tensor import (
+    Tensor,
+    _copy,
+    check_no_internal_overlap,
+    no_grad_view_message,
+    wrap,
+)
 from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node
 from refimpl.ops import derivatives as D
@@ -155,15 +161,20 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
                                  None)
     old_self = None
     if needs_graph:
-        # The node may need self's value from before the write (mul_'s other gradient).
-        old_self = wrap(self._data.copy() if "self" in row.saved_names else self._data,
-                        self._device)
+        # The node's edge for self is self's graph before the write.
+        old_self = wrap(self._data, self._device)
         old_self._grad_fn = self._grad_fn
         old_self._requires_grad = self._requires_grad
         # An operand may share self's storage: its edge and version are the ones the op read.
         inputs = [old_self, *others]
         before = (tuple([edge(t) for t in inputs]),
                   [t._vc[0] if t._vc is not None else 0 for t in inputs])
+        if "self" in row.saved_names:
+            # The node needs self's value from before the write (pow_'s gradient, mul_'s
+            # other gradient): PyTorch saves ``self.clone()``, recorded (CloneBackward0) when
+            # self requires grad, so a create_graph gradient goes through that clone.
+            old_self = F.clone(self) if self._requires_grad else _copy(self)
+            before[1][0] = 0
     self._data[...] = out
     self._bump_version()
     if tangent is not None:

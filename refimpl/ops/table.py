@@ -75,13 +75,17 @@ class OpRow:
 
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view",
-                 "extra_outputs", "changes_device", "holomorphic")
+                 "extra_outputs", "changes_device", "holomorphic", "layout")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
                  extra_outputs: Sequence[str] = (), changes_device: bool = False,
-                 holomorphic: bool = True) -> None:
+                 holomorphic: bool = True, layout: str | None = None) -> None:
+        if layout not in (None, "elementwise", "contiguous"):
+            raise ValueError(f"op row {name!r}: layout must be None, 'elementwise' or "
+                             f"'contiguous', not {layout!r}")
         self.name = name
+        self.layout = layout
         self.holomorphic = holomorphic
         self.changes_device = changes_device
         self.node = node
@@ -170,13 +174,13 @@ class OpRow:
 def defop(name: str, node: str, forward: Callable[..., Any],
           derivatives: dict[str, Callable[..., Any]] | None = None, *, view: bool = False,
           extra_outputs: Sequence[str] = (), changes_device: bool = False,
-          holomorphic: bool = True) -> OpRow:
+          holomorphic: bool = True, layout: str | None = None) -> OpRow:
     """Create and register a row (see the module docstring); names must be unique."""
     if name in ROWS:
         raise ValueError(f"op row {name!r} is already defined ({ROWS[name]!r}); pick another "
                          "overload name")
     row = OpRow(name, node, forward, derivatives or {}, view=view, extra_outputs=extra_outputs,
-                changes_device=changes_device, holomorphic=holomorphic)
+                changes_device=changes_device, holomorphic=holomorphic, layout=layout)
     ROWS[name] = row
     return row
 
@@ -277,6 +281,8 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     if type(out) is not backend.array_type:
         # NumPy returns scalars from 0-d operations; tensors always hold arrays.
         out = backend.xp.asarray(out)
+    elif row.layout is not None and out.ndim > 1:
+        out = _lay_out(backend.xp, out, arrays if row.layout == "elementwise" else None)
     result = wrap(out, dev)
     if row.is_view:
         base = tensors[0]
@@ -308,6 +314,67 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     if extras is not None:
         return (result, *[wrap(e, dev) for e in extras])
     return result
+
+
+def _lay_out(xp: Any, out: Any, inputs: Sequence[Any] | None) -> Any:
+    """``out`` with the memory layout PyTorch gives the op's result, which decides what
+    ``view`` accepts later: row-major (``inputs`` None: reductions, softmax), or for an
+    elementwise op (TensorIterator) its inputs' dimension order."""
+    # Row-major inputs of the result's own shape give a row-major result; broadcast ones do
+    # not always (their size-1 dims' strides take part in the ordering).
+    if inputs is None or all(a.flags.c_contiguous and a.shape == out.shape
+                             for a in inputs if a.ndim):
+        if out.flags.c_contiguous:
+            return out
+        if inputs is None:
+            return xp.ascontiguousarray(out)
+    order = _iteration_order(out.shape, inputs) if inputs is not None else []
+    expected, step = [0] * out.ndim, out.dtype.itemsize
+    for d in reversed(order):
+        expected[d] = step
+        step *= out.shape[d]
+    if all(n == 1 or s == e for n, s, e in zip(out.shape, out.strides, expected, strict=True)):
+        return out
+    dense = xp.ascontiguousarray(xp.transpose(out, order))
+    inverse = [0] * len(order)
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return xp.transpose(dense, inverse)
+
+
+def _iteration_order(shape: tuple[int, ...], inputs: Sequence[Any]) -> list[int]:
+    """PyTorch's ``TensorIterator::reorder_dimensions``: the output's dims from outermost to
+    innermost, sorted by the inputs' strides (broadcast dims skipped, ties to the larger dim)."""
+    ndim = len(shape)
+    strides = []
+    for a in inputs:
+        lead = ndim - a.ndim
+        strides.append([0 if i < lead or (a.shape[i - lead] == 1 and shape[i] != 1)
+                        else a.strides[i - lead] for i in range(ndim)])
+
+    def should_swap(d0: int, d1: int) -> int:
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(ndim - 1, -1, -1))  # innermost first
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            cmp = should_swap(perm[d0], perm[d1])
+            if cmp > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif cmp < 0:
+                break
+    perm.reverse()
+    return perm
 
 
 def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor,

@@ -59,6 +59,8 @@ def test_programs_cover_the_op_table_and_the_autograd_surface():
                    ".pow_(", ".div_(", ".data", ".to(torch.", ".double()", "torch.full(", "_like(",
                    "eps="):
         assert needle in sources, f"no generated program uses {needle}"
+    # Iterating over a tensor (unbind): `v5, v6 = v4`.
+    assert re.search(r"^\s*v\d+(, v\d+)*,? = v\d+$", sources, flags=re.M)
 
 
 def test_only_names_listed_in_the_api_are_used():

@@ -172,7 +172,8 @@ def _function(name: str) -> Any:
 _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where", "maximum",
               "minimum", "clip", "swapaxes", "transpose", "expand_dims", "squeeze",
               "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "full_like",
-              "dot", "logical_not", "ones", "full", "conj", "negative", "dtype")
+              "dot", "logical_not", "ones", "full", "conj", "negative", "dtype",
+              "ascontiguousarray")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
 
