@@ -49,9 +49,10 @@ def _select_reduction_backward(grad: Any, dim: int, indices: Any, shape: tuple[i
 
 
 def _evenly_distribute(grad: Any, self: Any, result: Any) -> Any:
+    # PyTorch: zeros_like(self).masked_fill_(mask, grad / mask.sum()), recorded as
+    # masked_fill.Tensor (MaskedFillBackward1) over the division.
     mask = (self == result)
-    count = mask.sum()
-    return F.where(mask, grad / count, F.zeros((), dtype=grad.dtype, device=grad.device))
+    return F.apply(MASKED_FILL, (F.zeros_like(self), grad / mask.sum()), {"mask": mask})
 
 
 def _masked(grad: Any, mask: Any) -> Any:
@@ -71,6 +72,12 @@ def scale(number: Any, tensor: Any) -> Any:
     """``number * tensor`` as PyTorch's formulas compute it: ``mul.Scalar`` (``MulBackward1``),
     where the operator in a program wraps the number as a tensor (``MulBackward0``)."""
     return F.apply(MUL_SCALAR, (tensor,), {"other": number})
+
+
+def divide(tensor: Any, number: Any) -> Any:
+    """``tensor / number`` as PyTorch's formulas compute it: ``div.Scalar`` (``DivBackward1``),
+    where the operator in a program wraps the number as a tensor (``DivBackward0``)."""
+    return F.apply(DIV_SCALAR, (tensor,), {"other": number})
 
 
 def _pow_self_grad(grad: Any, self: Any, exponent: Any) -> Any:
@@ -150,6 +157,12 @@ MUL_SCALAR = defop(
     {"self": lambda grad, other: scale(other, grad)},
     layout="elementwise",
 )
+DIV_SCALAR = defop(
+    "div.Scalar", "DivBackward1",
+    lambda xp, self, *, other: (self / other).astype(self.dtype, copy=False),
+    {"self": lambda grad, other: divide(grad, other)},
+    layout="elementwise",
+)
 RECIPROCAL = defop(
     "reciprocal", "ReciprocalBackward0",
     lambda xp, self: 1 / self,
@@ -225,13 +238,13 @@ SUM_DIM = defop(
 MEAN = defop(
     "mean", "MeanBackward0",
     lambda xp, self: self.mean(),
-    {"self": lambda grad, self_shape: grad.expand(self_shape) / math.prod(self_shape)},
+    {"self": lambda grad, self_shape: divide(grad.expand(self_shape), math.prod(self_shape))},
 )
 MEAN_DIM = defop(
     "mean.dim", "MeanBackward1",
     lambda xp, self, *, dim, keepdim=False: self.mean(axis=dim, keepdims=keepdim),
     {"self": lambda grad, self_shape, dim, keepdim:
-         sum_backward(grad, self_shape, dim, keepdim) / _reduced_count(self_shape, dim)},
+         divide(sum_backward(grad, self_shape, dim, keepdim), _reduced_count(self_shape, dim))},
     layout="contiguous",
 )
 MAX = defop(
@@ -376,6 +389,15 @@ WHERE = defop(
     lambda xp, self, other, *, condition: xp.where(condition._data, self, other),
     {"self": lambda grad, condition: _masked(grad, condition),
      "other": lambda grad, condition: _masked(grad, ~condition)},
+    layout="elementwise",
+)
+
+MASKED_FILL = defop(
+    "masked_fill.Tensor", "MaskedFillBackward1",
+    lambda xp, self, value, *, mask: xp.where(mask._data, value, self).astype(self.dtype,
+                                                                             copy=False),
+    {"self": lambda grad, mask: _masked(grad, ~mask),
+     "value": lambda grad, mask: _masked(grad, mask).sum()},
     layout="elementwise",
 )
 

@@ -195,13 +195,15 @@ def _resolve(node: Node, source: tuple[int, Any]) -> Any:
 def unpack_saved(node: Node, entry: tuple) -> Tensor:
     """The tensor a node saved, after checking nobody changed it in place since."""
     tensor, version = entry[0], entry[1]
-    if len(entry) == 2:  # a saved input
+    if len(entry) == 3:  # a saved input: (tensor, version, it had a grad_fn when saved)
+        if entry[2] and tensor._grad_fn is None:
+            raise RuntimeError(DETACHED_SAVED)
         vc = tensor._vc
         current = vc[0] if vc is not None else 0
         if current == version:
             return tensor
         producer = tensor._grad_fn
-    else:  # the node's own output, saved as its array and version counter (no cycle)
+    else:  # the node's own output: (array, version, version counter, None), with no cycle
         vc = entry[2]
         current = vc[0]
         if current == version:
@@ -218,6 +220,12 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         name = name.split("Backward")[0] if "Backward" in name else name
     raise RuntimeError(modified_message(tensor.type(), list(tensor.shape), name, current,
                                         version))
+
+
+# PyTorch refuses a saved input that had a grad_fn when saved and lost it to detach_().
+DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-place, i.e. with "
+                  ".detach_().This is not supported, please use out-of-place `.detach()` "
+                  "instead")
 
 
 def same_device(tensors: Sequence[Tensor]) -> _backend.device:
@@ -398,15 +406,15 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                 saved.append(None)
             elif name == "result":
                 vc = result._shared_version()  # an in-place result is past version 0
-                saved.append((result._data, vc[0], vc))
+                saved.append((result._data, vc[0], vc, None))
             else:
                 k = row.inputs.index(name)
                 t = tensors[k]
                 vc = t._vc
                 if before is not None:
-                    saved.append((t, before[1][k]))
+                    saved.append((t, before[1][k], t._grad_fn is not None))
                 else:
-                    saved.append((t, vc[0] if vc is not None else 0))
+                    saved.append((t, vc[0] if vc is not None else 0, t._grad_fn is not None))
         node._saved = tuple(saved)
     else:
         node._saved = None

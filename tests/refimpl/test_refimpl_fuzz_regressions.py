@@ -285,3 +285,68 @@ b = a * 2
 w = b.view(-1)
 b.detach_()
 """, "v.requires_grad", "v.is_leaf", "w.requires_grad", "graph(w)")
+
+
+def test_view_follows_strides_not_only_contiguity() -> None:
+    # PyTorch's view works whenever the strides allow it (computeStride), and cat lays its
+    # result out row-major whatever its inputs' layout.
+    _agree("""
+a = torch.rand(1, 2, 2, 2)
+t = a.transpose(0, -2)
+c = torch.cat([t, t], dim=0)
+""", "c.view(-1)", "c.is_contiguous()", "t.view(2, 2, 2)", "t.view(4)",
+           "a.permute(0, 2, 1, 3).view(2, 2, 2)")
+
+
+def test_elementwise_results_keep_torch_layout() -> None:
+    # TensorIterator orders the result's dims by its inputs' strides; whether a later view
+    # succeeds depends on it.
+    _agree("""
+a = torch.rand(1, 2, 2, 2)
+b = torch.cat([a, a], dim=0)
+t = a.transpose(0, -2)
+s = t + b
+x = torch.rand(3, 4).t()
+""", "s.view(-1)", "s.is_contiguous()", "x.clone().is_contiguous()", "x.clone().view(-1)",
+           "x.exp().t().view(-1)", "x.softmax(0).view(-1)", "x.sum(0, keepdim=True).view(-1)",
+           "(torch.rand(1, 1, 3).permute(2, 0, 1) + torch.rand(1, 3, 1)).view(-1)")
+
+
+def test_convolution_gradient_node_has_three_edges() -> None:
+    # Every gradient of a convolution is an output of one ConvolutionBackwardBackward0 node
+    # with edges (grad_output, input, weight), whichever of them its formula uses.
+    _agree("""
+x = torch.rand(2, 1, 2, 2, requires_grad=True)
+m = nn.Conv2d(1, 2, 1)
+gx, = torch.autograd.grad(m(x).sum(), [x], create_graph=True)
+gw, gb = torch.autograd.grad((m(x) ** 2).sum(), [m.weight, m.bias], create_graph=True)
+""", "graph(gx)", "graph(gw)", "graph(gb)",
+           "torch.autograd.grad(gx.sum(), [x], allow_unused=True, retain_graph=True)",
+           "torch.autograd.grad(gx.sum(), [x], retain_graph=True)")
+
+
+def test_inplace_op_saves_a_recorded_clone_of_self() -> None:
+    # An in-place op whose formula needs self's old value saves self.clone(), recorded
+    # (CloneBackward0) when self requires grad: a create_graph gradient goes through it.
+    _agree("""
+x = torch.rand(3, requires_grad=True)
+w = torch.rand(3, requires_grad=True)
+v = x + 1
+v.pow_(2)
+u = x + 1
+u.mul_(w)
+p = x + 1
+p.pow_(w)
+gv, = torch.autograd.grad(v.sum(), [x], create_graph=True)
+gu, = torch.autograd.grad(u.sum(), [w], create_graph=True)
+gp = torch.autograd.grad(p.sum(), [x, w], create_graph=True)
+""", "graph(gv)", "graph(gu)", "graph(gp[0])", "graph(gp[1])", "gv", "gu", "gp")
+
+
+def test_saved_input_detached_in_place_is_refused() -> None:
+    _agree("""
+x = torch.rand(3, requires_grad=True)
+y = x * 2
+z = y.abs()
+y.detach_()
+""", "z.sum().backward()", "x.grad")
