@@ -68,7 +68,7 @@ FINDINGS = Path(__file__).resolve().parent / "findings"
 
 
 def test_kept_findings_lint_and_hold_on_torch(torch_engine):
-    """The refimpl findings kept for the lead: valid cases whose expectations are PyTorch's."""
+    """Findings kept in the repository: valid cases whose expectations are PyTorch's."""
     loaded = load([FINDINGS])
     assert loaded.problems == []
     assert loaded.cases

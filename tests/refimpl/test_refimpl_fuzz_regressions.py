@@ -291,7 +291,7 @@ def test_view_follows_strides_not_only_contiguity() -> None:
     # PyTorch's view works whenever the strides allow it (computeStride), and cat lays its
     # result out row-major whatever its inputs' layout.
     _agree("""
-a = torch.rand(1, 2, 2, 2)
+a = torch.arange(1., 9.).reshape(1, 2, 2, 2)
 t = a.transpose(0, -2)
 c = torch.cat([t, t], dim=0)
 """, "c.view(-1)", "c.is_contiguous()", "t.view(2, 2, 2)", "t.view(4)",
@@ -302,14 +302,14 @@ def test_elementwise_results_keep_torch_layout() -> None:
     # TensorIterator orders the result's dims by its inputs' strides; whether a later view
     # succeeds depends on it.
     _agree("""
-a = torch.rand(1, 2, 2, 2)
+a = torch.arange(1., 9.).reshape(1, 2, 2, 2)
 b = torch.cat([a, a], dim=0)
 t = a.transpose(0, -2)
 s = t + b
-x = torch.rand(3, 4).t()
+x = torch.arange(1., 13.).reshape(3, 4).div(10).t()
 """, "s.view(-1)", "s.is_contiguous()", "x.clone().is_contiguous()", "x.clone().view(-1)",
            "x.exp().t().view(-1)", "x.softmax(0).view(-1)", "x.sum(0, keepdim=True).view(-1)",
-           "(torch.rand(1, 1, 3).permute(2, 0, 1) + torch.rand(1, 3, 1)).view(-1)")
+           "(torch.ones(1, 1, 3).permute(2, 0, 1) + torch.ones(1, 3, 1)).view(-1)")
 
 
 def test_convolution_gradient_node_has_three_edges() -> None:
@@ -329,8 +329,8 @@ def test_inplace_op_saves_a_recorded_clone_of_self() -> None:
     # An in-place op whose formula needs self's old value saves self.clone(), recorded
     # (CloneBackward0) when self requires grad: a create_graph gradient goes through it.
     _agree("""
-x = torch.rand(3, requires_grad=True)
-w = torch.rand(3, requires_grad=True)
+x = torch.tensor([0.5, 1.0, 1.5], requires_grad=True)
+w = torch.tensor([2.0, 0.0, 0.5], requires_grad=True)
 v = x + 1
 v.pow_(2)
 u = x + 1
@@ -345,7 +345,7 @@ gp = torch.autograd.grad(p.sum(), [x, w], create_graph=True)
 
 def test_saved_input_detached_in_place_is_refused() -> None:
     _agree("""
-x = torch.rand(3, requires_grad=True)
+x = torch.tensor([0.5, -1.0, 1.5], requires_grad=True)
 y = x * 2
 z = y.abs()
 y.detach_()
