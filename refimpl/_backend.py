@@ -18,20 +18,63 @@ ufuncs, reductions, ``.get()`` on arrays).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy
 
 from refimpl import _dtype
 
+try:
+    # NumPy 2 keeps its floating-point error state in a context variable. Setting it directly
+    # costs a tenth of entering ``numpy.errstate``, and ``quiet`` runs once per op.
+    from numpy._core._ufunc_config import _extobj_contextvar
+    from numpy._core.umath import _make_extobj
+except ImportError:  # NumPy 1.x: the public context manager below
+    _extobj_contextvar = None
+
 __all__ = ["Backend", "device", "install_cuda_module", "cuda_unavailable", "cuda_is_available",
-           "numpy_dtype",
+           "numpy_dtype", "quiet", "scalar_array",
            "dtype_of", "host_rng", "CUDA_NOT_ENABLED"]
 
 CUDA_NOT_ENABLED = "Torch not compiled with CUDA enabled"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def quiet(fn: _F) -> _F:
+    """``fn`` with NumPy's floating-point warnings silenced while it runs.
+
+    PyTorch computes ``log(-1)``, ``1 / 0`` or an overflowing ``exp`` silently (NaN, inf), while
+    NumPy warns ("invalid value encountered in log"). Every op's forward runs through this
+    (``refimpl.ops.table.OpRow``), and so does every backward formula, which is written in ops.
+    CuPy never warns, so the wrapper only touches NumPy's state and is harmless around CuPy.
+    """
+    if _extobj_contextvar is None:
+        return numpy.errstate(all="ignore")(fn)
+    ignore = _make_extobj(all="ignore")
+    enter, leave = _extobj_contextvar.set, _extobj_contextvar.reset
+
+    @functools.wraps(fn)
+    def quiet_fn(*args: Any, **kwargs: Any) -> Any:
+        token = enter(ignore)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            leave(token)
+
+    return quiet_fn  # type: ignore[return-value]
+
+
+@quiet
+def scalar_array(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
+    """A 0-d array of ``value`` with element type ``np_dtype`` (a number out of the type's
+    range becomes inf or wraps, silently, as in PyTorch)."""
+    return xp.asarray(value, dtype=np_dtype)
+
 
 _NP_DTYPE = {d: numpy.dtype(d.name) for d in _dtype.ALL}
 _FROM_NP = {numpy.dtype(d.name): d for d in _dtype.ALL}
@@ -217,6 +260,7 @@ def is_host_array(value: Any) -> bool:
     return isinstance(value, numpy.ndarray | numpy.generic)
 
 
+@quiet
 def move_array(array: Any, dtype: _dtype.dtype, target: device) -> Any:
     """A copy of ``array`` with element type ``dtype`` on device ``target``."""
     np_dtype = _NP_DTYPE[dtype]
@@ -229,6 +273,7 @@ def move_array(array: Any, dtype: _dtype.dtype, target: device) -> Any:
     return backend_of(target).from_host(host)
 
 
+@quiet
 def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray:
     """Host array for ``refimpl.tensor(data)`` with PyTorch's dtype inference.
 
@@ -254,16 +299,19 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
                     "nested lists of them")
 
 
+@quiet
 def as_host(array: numpy.ndarray, dtype: _dtype.dtype) -> numpy.ndarray:
     """``array`` converted to ``dtype`` on the host."""
     return array.astype(_NP_DTYPE[dtype], copy=False)
 
 
+@quiet
 def filled(shape: tuple[int, ...], value: Any, dtype: _dtype.dtype) -> numpy.ndarray:
     """A host array of ``shape`` filled with ``value``."""
     return numpy.full(shape, value, dtype=_NP_DTYPE[dtype])
 
 
+@quiet
 def arange(start: Any, end: Any, step: Any, dtype: _dtype.dtype) -> numpy.ndarray:
     """Host ``arange`` computed in double precision, then cast (PyTorch's rounding)."""
     return numpy.arange(start, end, step, dtype=numpy.float64).astype(_NP_DTYPE[dtype])

@@ -207,10 +207,12 @@ class Tensor:
         """Keep this non-leaf's gradient in ``.grad`` during backward (no-op on leaves)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self._base is not None:
-            self._sync_view()
+        # PyTorch asks whether the tensor is a leaf from the grad_fn it holds, before a view's
+        # grad_fn is brought up to date: a view with none yet is a leaf here, and a no-op.
         if self._grad_fn is None or self._retains_grad:
             return
+        if self._base is not None:
+            self._sync_view()
         self._grad_fn.register_prehook(_RetainGrad(self))
         self._retains_grad = True
 

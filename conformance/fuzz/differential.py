@@ -40,6 +40,13 @@ from conformance.fuzz.program import Program
 # (1.3e-6), or rounding alone would be reported; float64 keeps the case tolerance.
 FUZZ_TOLERANCES = {**TOLERANCES, "float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)}
 STRICTNESS_ORDER = ("exact", "prefix", "type")
+PRECISION_ORDER = ("float16", "bfloat16", "float32", "float64")
+"""Float dtypes, least precise first."""
+
+
+def least_precise(*dtypes: str) -> str:
+    """The least precise of float dtypes (`least_precise("float64", "float32") == "float32"`)."""
+    return min(dtypes, key=PRECISION_ORDER.index)
 
 
 @dataclass(frozen=True)
@@ -201,9 +208,15 @@ def weakest(*strictness: str) -> str:
 
 
 def first_mismatch(reference: list[StepRecord], other: list[StepRecord],
-                   strictness: str = "exact") -> Mismatch | None:
-    """The first step where the records differ, with every difference in it."""
+                   strictness: str = "exact", program: Program | None = None
+                   ) -> Mismatch | None:
+    """The first step where the records differ, with every difference in it.
+
+    With `program`, each step's `precision` says which observations are compared with the
+    tolerance of a less precise dtype than their own.
+    """
     for index, (a, b) in enumerate(zip(reference, other, strict=True)):
+        precision = dict(program.steps[index].precision) if program is not None else {}
         differences = []
         if not _same_error(a.error, b.error, strictness):
             differences.append(Difference("error", _error_text(a.error), _error_text(b.error)))
@@ -212,7 +225,7 @@ def first_mismatch(reference: list[StepRecord], other: list[StepRecord],
                                           _warnings_text(b.warnings)))
         for key, want in a.observations.items():
             got = b.observations.get(key)
-            if not same_value(want, got, strictness):
+            if not same_value(want, got, strictness, precision.get(key)):
                 differences.append(Difference(key, text(want), text(got)))
         if differences:
             return Mismatch(index, tuple(differences))
@@ -234,25 +247,41 @@ def _same_warnings(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...
                for ca, ma in a)
 
 
-def same_value(a: Any, b: Any, strictness: str = "exact") -> bool:
-    """Whether two normalised observations agree (dtype-aware, NaN and inf aware)."""
+def same_value(a: Any, b: Any, strictness: str = "exact", computed_in: str | None = None
+               ) -> bool:
+    """Whether two normalised observations agree (dtype-aware, NaN and inf aware).
+
+    `computed_in` is the least precise float dtype the value was computed in, when that is
+    less precise than the dtype it has now.
+    """
     if isinstance(a, TensorObservation) or isinstance(b, TensorObservation):
         if not (isinstance(a, TensorObservation) and isinstance(b, TensorObservation)):
             return False
         if (a.dtype, a.shape, a.device) != (b.dtype, b.shape, b.device):
             return False
-        return _close(a.values, b.values, FUZZ_TOLERANCES.get(a.dtype))
+        return _close(a.values, b.values, FUZZ_TOLERANCES.get(_tolerance_dtype(a.dtype,
+                                                                              computed_in)))
     if isinstance(a, RaisedObservation) or isinstance(b, RaisedObservation):
         if not (isinstance(a, RaisedObservation) and isinstance(b, RaisedObservation)):
             return False
         return a.type == b.type and message_matches(b.message, a.message, strictness)
     if isinstance(a, tuple) or isinstance(b, tuple):
         return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(
-            same_value(x, y, strictness) for x, y in zip(a, b, strict=True))
+            same_value(x, y, strictness, computed_in) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and type(a) is type(b):
         return (math.isnan(a) and math.isnan(b)) or _close(
             np.asarray(a), np.asarray(b), FUZZ_TOLERANCES["float32"])
     return type(a) is type(b) and a == b
+
+
+def _tolerance_dtype(dtype: str, computed_in: str | None) -> str:
+    # A float64 tensor made by `.double()` of a float32 result holds float32 rounding, and
+    # engines round float32 differently (summation order): comparing it with the float64
+    # tolerance would report rounding as a difference. Its tolerance is that of the least
+    # precise dtype it was computed in. Integer and bool values stay exact.
+    if computed_in is None or dtype not in PRECISION_ORDER or computed_in not in PRECISION_ORDER:
+        return dtype
+    return least_precise(dtype, computed_in)
 
 
 def _close(a: np.ndarray, b: np.ndarray, tolerance: tuple[float, float] | None) -> bool:

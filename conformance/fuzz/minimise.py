@@ -7,6 +7,7 @@ whole steps and single statements are taken out one at a time, last first, and a
 when the engines still differ on one of the same observations. The result is 1-minimal: taking
 out any one remaining statement loses the mismatch.
 
+    >>> from conformance.fuzz.program import ProgramStep
     >>> program = Program((ProgramStep("a = 1\\nb = 2"), ProgramStep("c = a")))
     >>> [s.run for s in minimise(program, lambda p: "c = a" in p.source() and
     ...                          "a = 1" in p.source()).steps]
@@ -19,7 +20,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import replace
 
-from conformance.fuzz.program import Program, ProgramStep
+from conformance.fuzz.program import Program
 
 MAX_CHECKS = 400
 """At most this many candidate programs are run (each on both engines)."""
@@ -74,7 +75,7 @@ def _without_statement(program: Program, index: int, unit: int) -> Program | Non
     features = tuple(f for f in step.features
                      if f not in FEATURE_MARKERS or FEATURE_MARKERS[f] in run)
     steps = list(program.steps)
-    steps[index] = ProgramStep(run, step.observe, features)
+    steps[index] = replace(step, run=run, features=features)
     return replace(program, steps=tuple(steps))
 
 

@@ -25,6 +25,10 @@ class ProgramStep:
     """Observation expressions evaluated after the step (keys of a case's `expect`)."""
     features: tuple[str, ...] = ()
     """Names from spec/features.yaml the step needs (modules, conv, inplace, ...)."""
+    precision: tuple[tuple[str, str], ...] = ()
+    """(observation, float dtype) for the observations whose value carries the rounding of a
+    less precise dtype than its own (a float32 result moved to float64); the comparison uses
+    that dtype's tolerance for them."""
 
 
 @dataclass(frozen=True)

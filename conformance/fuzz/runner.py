@@ -157,7 +157,7 @@ def check_program(program: Program, reference: Engine, other: Engine) -> _Mismat
         mismatch = Mismatch(len(program.steps) - 1, (crash,))
         return _MismatchFound(program, mismatch, records or [])
     strictness = weakest(reference.message_strictness, other.message_strictness)
-    mismatch = first_mismatch(records, other_records, strictness)
+    mismatch = first_mismatch(records, other_records, strictness, program)
     return None if mismatch is None else _MismatchFound(program, mismatch, records)
 
 

@@ -30,7 +30,7 @@ from typing import TypeVar
 from hypothesis import strategies as st
 
 from conformance.api import Api
-from conformance.fuzz.differential import FUZZ_TOLERANCES
+from conformance.fuzz.differential import FUZZ_TOLERANCES, least_precise
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.loader import DEFAULT_SPEC_DIR, SpecResources
 
@@ -62,6 +62,12 @@ class TensorVar:
     """Every value is > 0 (safe for log, sqrt and as a divisor)."""
     contiguous: bool = True
     view_of: str | None = None
+    precision: str = ""
+    """The least precise float dtype its values were computed in (default: its dtype). A
+    float32 result moved to float64 keeps float32 here: the comparison's tolerance follows it."""
+
+    def __post_init__(self) -> None:
+        self.precision = self.precision or self.dtype
 
     @property
     def ndim(self) -> int:
@@ -80,6 +86,12 @@ class ModuleVar:
     training: bool = True
     eps: float = DEFAULT_EPS
     """BatchNorm's eps (see `batchnorm_eps`)."""
+    precision: str = ""
+    """The least precise float dtype of the inputs it was called on (its running stats carry
+    their rounding; default: its dtype)."""
+
+    def __post_init__(self) -> None:
+        self.precision = self.precision or self.dtype
 
 
 @dataclass
@@ -108,6 +120,14 @@ class _State:
             elif name not in self.api.attributes:
                 return False
         return True
+
+    def lowest_precision(self) -> str:
+        """The least precise dtype of any tensor so far: what gradients are computed in.
+
+        A gradient flows back through every tensor downstream of its input, which the generator
+        does not track; the least precise dtype of the whole program bounds them all.
+        """
+        return least_precise(*(t.dtype for t in self.tensors)) if self.tensors else "float64"
 
     def add(self, var: TensorVar) -> TensorVar:
         # Without grad mode an op's result is a leaf that does not require grad; a factory
@@ -191,8 +211,9 @@ def _derived(state: _State, inputs: Iterable[TensorVar], shape: tuple[int, ...],
              bound: float, positive: bool, **extra: object) -> TensorVar:
     inputs = list(inputs)
     requires_grad = any(t.requires_grad for t in inputs)
+    precision = least_precise(dtype, *(t.precision for t in inputs))
     return state.add(TensorVar(state.fresh(), shape, dtype, requires_grad, not requires_grad,
-                               bound, positive, **extra))
+                               bound, positive, precision=precision, **extra))
 
 
 # Leaves ------------------------------------------------------------------------------------
@@ -305,7 +326,9 @@ def binary(draw: Draw, state: _State) -> str | None:
         return None
     b = _pick(draw, (t for t in state.tensors if _broadcast(a.shape, t.shape) is not None))
     shape = _broadcast(a.shape, b.shape)
-    dtype = _promote(a.dtype, b.dtype)
+    # A 0-d operand does not promote a dimensioned one of the same kind (float32 (2,) +
+    # float64 () is float32).
+    dtype = _promote(*([t.dtype for t in (a, b) if t.ndim] or [a.dtype, b.dtype]))
     positive, pbound = _positive_form(b)
     choices = [
         (None, f"{a.name} + {b.name}", a.bound + b.bound, a.positive and b.positive),
@@ -607,16 +630,16 @@ def copy(draw: Draw, state: _State) -> str | None:
     name = state.fresh()
     if kind == "data" and state.allows("data"):
         state.add(TensorVar(name, t.shape, t.dtype, False, True, t.bound, t.positive,
-                            t.contiguous, t.view_of or t.name))
+                            t.contiguous, t.view_of or t.name, t.precision))
         return f"{name} = {t.name}.data"
     if kind != "clone":
         kind = "detach"
     if kind == "clone":
         state.add(TensorVar(name, t.shape, t.dtype, t.requires_grad, not t.requires_grad,
-                            t.bound, t.positive))
+                            t.bound, t.positive, precision=t.precision))
     else:
         state.add(TensorVar(name, t.shape, t.dtype, False, True, t.bound, t.positive,
-                            t.contiguous, t.view_of or t.name))
+                            t.contiguous, t.view_of or t.name, t.precision))
     return f"{name} = {t.name}.{kind}()"
 
 
@@ -670,7 +693,8 @@ def module(draw: Draw, state: _State) -> str | None:
         flag = ", requires_grad=True" if t.requires_grad else ""
         lines.append(f"{t.name} = torch.rand({_shape_args(shape)}{_dtype_kw(dtype)}{flag})")
     in_size = t.shape[-1] if kind in ("Linear", "Sequential") else t.shape[1]
-    eps = batchnorm_eps(t.dtype, t.bound) if kind.startswith("BatchNorm") else DEFAULT_EPS
+    # The rounding BatchNorm amplifies is that of the data's precision, not of its dtype.
+    eps = batchnorm_eps(t.precision, t.bound) if kind.startswith("BatchNorm") else DEFAULT_EPS
     existing = [m for m in state.modules
                 if m.kind == kind and m.dtype == t.dtype and m.in_size == in_size
                 and m.eps >= eps]
@@ -703,8 +727,10 @@ def module(draw: Draw, state: _State) -> str | None:
     shape = _module_output(mod, t)
     if shape is None:
         return "\n".join(lines) or None
+    mod.precision = least_precise(mod.precision, t.precision)
     out = state.add(TensorVar(state.fresh(), shape, t.dtype, state.grad_enabled,
-                              not state.grad_enabled, 10.0 + t.bound * 4, False))
+                              not state.grad_enabled, 10.0 + t.bound * 4, False,
+                              precision=t.precision))
     lines.append(f"{out.name} = {mod.name}({t.name})")
     return "\n".join(lines)
 
@@ -750,6 +776,12 @@ def inplace(draw: Draw, state: _State) -> str | None:
     state.features.add("inplace")
     if used is not None and used.requires_grad and state.grad_enabled:
         t.requires_grad, t.leaf = True, False
+    if used is not None:
+        # The write reaches every tensor sharing t's storage (views, detach, .data).
+        root = t.view_of or t.name
+        for shared in state.tensors:
+            if (shared.view_of or shared.name) == root:
+                shared.precision = least_precise(shared.precision, used.precision)
     if kind == "exp_":
         t.bound, t.positive = math.exp(t.bound), True
     elif kind == "pow_":
@@ -819,7 +851,7 @@ def grad(draw: Draw, state: _State) -> str | None:
     names = []
     for t in chosen:
         g = state.add(TensorVar(state.fresh("g"), t.shape, t.dtype, create_graph, not create_graph,
-                                out.bound * 10, False))
+                                out.bound * 10, False, precision=state.lowest_precision()))
         names.append(g.name)
     targets = ", ".join(names) + ("," if len(names) == 1 else "")
     inputs_text = ", ".join(t.name for t in chosen)
@@ -904,15 +936,29 @@ def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     return "\n".join(lines + _indent(body, depth))
 
 
-def _observations(state: _State) -> tuple[str, ...]:
+def _observations(state: _State) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The observation keys after a step, and the precision of those computed in a less
+    precise dtype than their own (see `ProgramStep.precision`)."""
     keys = [template.format(v=t.name) for t in state.tensors for template in TENSOR_OBSERVATIONS]
+    lowest = state.lowest_precision()
+    precision = []
+    for t in state.tensors:
+        if t.precision != t.dtype:
+            precision.append((t.name, t.precision))
+        if lowest != t.dtype:
+            precision.append((f"{t.name}.grad", lowest))
     for mod in state.modules:
         first = f"{mod.name}[0]" if mod.kind == "Sequential" else mod.name
         keys += [f"{first}.weight.grad", f"{first}.bias.grad"]
+        if lowest != mod.dtype:
+            precision += [(f"{first}.weight.grad", lowest), (f"{first}.bias.grad", lowest)]
         if mod.kind.startswith("BatchNorm"):
             keys += [f"{mod.name}.running_mean", f"{mod.name}.running_var"]
+            if mod.precision != mod.dtype:
+                precision += [(f"{mod.name}.running_mean", mod.precision),
+                              (f"{mod.name}.running_var", mod.precision)]
     keys.append("torch.is_grad_enabled()")
-    return tuple(keys)
+    return tuple(keys), tuple(precision)
 
 
 @st.composite
@@ -925,7 +971,8 @@ def _programs(draw: Draw, api: Api, families: frozenset[str], max_steps: int) ->
     for _ in range(draw(_between(1, max_steps))):
         state.features = set()
         run = _step(draw, state, base)
-        steps.append(ProgramStep(run, _observations(state), tuple(sorted(state.features))))
+        observe, precision = _observations(state)
+        steps.append(ProgramStep(run, observe, tuple(sorted(state.features)), precision))
     seed = draw(_between(0, 2**16))
     return Program(tuple(steps), seed=seed)
 

@@ -79,8 +79,8 @@ def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = F
         arr = first._data
         if type(second) in (int, float) and arr.dtype.kind == "f":
             # ``tensor (op) number``: the tensor's float type wins.
-            other = wrap(_backend.backend_of(first._device).xp.asarray(second, dtype=arr.dtype),
-                         first._device)
+            other = wrap(_backend.scalar_array(_backend.backend_of(first._device).xp, second,
+                                              arr.dtype), first._device)
             return [first, other], [arr, other._data]
         if isinstance(second, Tensor):
             if broadcast:
@@ -100,7 +100,7 @@ def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = F
             if arr.dtype != np_dt:
                 arr = arr.astype(np_dt)
         elif isinstance(o, _SCALAR_TYPES):
-            arr = xp.asarray(o, dtype=np_dt)
+            arr = _backend.scalar_array(xp, o, np_dt)
             o = wrap(arr, first._device)
         else:
             raise TypeError(f"expected a Tensor or a number, got {type(o).__name__}")
@@ -446,7 +446,7 @@ clip = clamp
 def full_like_scalar(like: Tensor, value: Any) -> Tensor:
     """A 0-d constant on ``like``'s device and dtype."""
     xp = _backend.backend_of(like._device).xp
-    return wrap(xp.asarray(value, dtype=like._data.dtype), like._device)
+    return wrap(_backend.scalar_array(xp, value, like._data.dtype), like._device)
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:

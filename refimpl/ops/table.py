@@ -113,6 +113,8 @@ class OpRow:
             spec = tuple(self._arg_source(name, arg, i)
                          for arg in list(inspect.signature(formula).parameters)[1:])
             self.formulas.append((formula, spec))
+        # After reading its signature: NaN and inf come out silently, as in PyTorch.
+        self.forward = _backend.quiet(forward)
         self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
                                              "__module__": "refimpl.autograd.graph"})
 

@@ -138,3 +138,50 @@ def test_generated_batchnorms_get_a_safe_eps():
     collect()
     float32 = [args for args, double in made if not double]
     assert float32 and all("eps=" in args for args in float32)
+
+
+def test_a_float64_value_computed_in_float32_gets_the_float32_tolerance():
+    rounded = _tensor([1.0 + 5e-7], "float64")  # four float32 ulps away from 1.0
+    assert not same_value(_tensor([1.0], "float64"), rounded)
+    assert same_value(_tensor([1.0], "float64"), rounded, computed_in="float32")
+    assert not same_value(_tensor([1.0], "float64"), _tensor([1.001], "float64"),
+                          computed_in="float32")
+    # Only ever looser: a float32 value computed from float64 keeps the float32 tolerance.
+    assert same_value(_tensor([1.0]), _tensor([1.00001]), computed_in="float64")
+
+
+def _perturbed(records: list[StepRecord], key: str, relative: float) -> list[StepRecord]:
+    last = records[-1]
+    value = last.observations[key]
+    moved = TensorObservation(value.dtype, value.shape, value.device,
+                              value.values * (1.0 + relative))
+    return [*records[:-1], StepRecord(last.error, last.warnings,
+                                      {**last.observations, key: moved})]
+
+
+def _batchnorm_program(moved_from: str) -> Program:
+    kw = "" if moved_from == "float32" else ", dtype=torch.float64"
+    precision = (("z", "float32"),) if moved_from == "float32" else ()
+    return Program((ProgramStep(
+        f"x = torch.rand(2, 3, 2, 2{kw}, requires_grad=True)\n"
+        f"m = nn.BatchNorm2d(3){'' if moved_from == 'float32' else '.double()'}\n"
+        "z = m(x).double()", ("z",), precision=precision),))
+
+
+def test_a_moved_float32_batchnorm_result_is_not_reported_for_float32_rounding(torch_engine):
+    program = _batchnorm_program("float32")
+    records = observe(compile_program(program), torch_engine)
+    assert records[0].observations["z"].dtype == "float64"
+    other = _perturbed(records, "z", 5e-7)  # a few float32 ulps
+    assert first_mismatch(records, other, program=program) is None
+    # Without the program's precision the value would be held to float64's tolerance.
+    assert first_mismatch(records, other) is not None
+    wrong = first_mismatch(records, _perturbed(records, "z", 1e-3), program=program)
+    assert wrong is not None and wrong.differences[0].what == "z"
+
+
+def test_a_genuine_float64_difference_is_still_reported(torch_engine):
+    program = _batchnorm_program("float64")
+    records = observe(compile_program(program), torch_engine)
+    mismatch = first_mismatch(records, _perturbed(records, "z", 5e-7), program=program)
+    assert mismatch is not None and mismatch.differences[0].what == "z"

@@ -93,3 +93,25 @@ def test_features_name_what_the_program_needs():
 def test_unknown_family_is_rejected():
     with pytest.raises(ValueError, match="unknown program families"):
         programs(families=["inplace", "sparse"])
+
+
+def test_a_value_moved_from_float32_keeps_float32_precision():
+    from conformance.fuzz.strategies import TensorVar, _derived, _observations, _State
+
+    state = _State(default_api(), frozenset(FAMILIES))
+    wide = state.add(TensorVar("v1", (2,), "float64", True, True, 1.0, True))
+    assert _observations(state)[1] == ()  # float64 only: float64 tolerance everywhere
+    narrow = state.add(TensorVar("v2", (2,), "float32", True, True, 1.0, True))
+    moved = _derived(state, [narrow], (2,), "float64", 1.0, True)  # v2.double()
+    mixed = _derived(state, [wide, moved], (2,), "float64", 2.0, True)  # v1 + v3
+    _, precision = _observations(state)
+    assert (moved.name, "float32") in precision and (mixed.name, "float32") in precision
+    assert (wide.name, "float32") not in precision  # its value never met float32
+    assert (f"{wide.name}.grad", "float32") in precision  # its gradient flows through v3
+
+
+def test_precision_names_only_observed_keys_and_less_precise_dtypes():
+    for program in _draw_many(programs(), count=100, start=5):
+        for step in program.steps:
+            assert all(key in step.observe and dtype == "float32"
+                       for key, dtype in step.precision), step
