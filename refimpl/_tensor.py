@@ -63,6 +63,24 @@ def no_grad_view_message(view: Tensor, indirect: bool) -> str:
             "you want the inplace to be tracked).")
 
 
+def multi_output_view_message(view: Tensor, indirect: bool) -> str:
+    """PyTorch's error for an in-place write involving one of the views a single call returned
+    (``unbind``, ``iter(tensor)``), or a view of one."""
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    fn = view._grad_fn
+    if fn is None:  # taken while nothing required grad
+        head = f"A view was created in no_grad mode and {modified} modified inplace with grad " \
+               "mode enabled."
+    else:
+        _, row, params = view._view_fn
+        output = params["index"] if row.multi_output else 0
+        name = re.sub(r"Backward\d*$", "", type(fn).__name__)
+        head = f"Output {output} of {name} is a view and {modified} modified inplace."
+    return (f"{head} This view is the output of a function that returns multiple views. Such "
+            "functions do not allow the output views to be modified inplace. You should replace "
+            "the inplace operation by an out-of-place one.")
+
+
 class Size(tuple):
     """``torch.Size``: a tuple of ints that prints as ``torch.Size([2, 3])``."""
 
@@ -83,7 +101,7 @@ class Tensor:
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
-                 "_no_grad_view", "_attr_version",
+                 "_no_grad_view", "_multi_output", "_attr_version",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -96,8 +114,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if self._base is not None:
-            self._sync_view()
+        # PyTorch asks whether the tensor is a leaf from the grad_fn it holds, before a view's
+        # grad_fn is brought up to date (which may raise): no _sync_view here.
         if self._grad_fn is not None:
             raise RuntimeError(NON_LEAF_FLAG_OFF if not value else NON_LEAF_FLAG)
         if value and self.dtype.kind not in "fc":
@@ -122,8 +140,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf and return the tensor itself."""
-        if self._base is not None:
-            self._sync_view()
+        # As in the setter, the grad_fn the tensor holds decides (no _sync_view).
         if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError(NON_LEAF_FLAG_OFF)
@@ -157,6 +174,8 @@ class Tensor:
             return
         if self._no_grad_view:
             raise RuntimeError(no_grad_view_message(self, indirect=True))
+        if self._multi_output:
+            raise RuntimeError(multi_output_view_message(self, indirect=True))
         from refimpl.ops.inplace import regenerate_view
 
         regenerate_view(self._base, self)
@@ -511,6 +530,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._views = None
     t._hooks = None
     t._no_grad_view = False
+    t._multi_output = False
     t._attr_version = 0
     return t
 

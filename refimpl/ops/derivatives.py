@@ -514,6 +514,7 @@ UNBIND = defop(
     {"self": lambda grad, self_shape, dim, index:
          F.apply(SELECT_BACKWARD, (grad,), {"shape": self_shape, "dim": dim, "index": index})},
     view=True,
+    multi_output=True,
 )
 SELECT_BACKWARD = defop(
     "select_backward", "SelectBackwardBackward0", _select_backward_forward,

@@ -17,6 +17,7 @@ from refimpl._tensor import (
     Tensor,
     _copy,
     check_no_internal_overlap,
+    multi_output_view_message,
     no_grad_view_message,
     wrap,
 )
@@ -124,9 +125,10 @@ def check_write(row: Any, self: Tensor, others: list[Tensor]) -> None:
     """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
     no_grad, leaves), then the memory checks, before any shape or dtype check."""
     if grad_mode._state.enabled:
-        if self._no_grad_view and (
+        if (self._no_grad_view or self._multi_output) and (
                 self._requires_grad or any(o._requires_grad for o in others)):
-            raise RuntimeError(no_grad_view_message(self, indirect=False))
+            message = no_grad_view_message if self._no_grad_view else multi_output_view_message
+            raise RuntimeError(message(self, indirect=False))
         if self._base is not None:
             self._sync_view()
         _check_leaf(self)
@@ -213,7 +215,10 @@ def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
     if written is not None and not any(v is written for v in views):
         views.append(written)
     for view in views:
-        if not view._no_grad_view:  # those refuse their grad_fn from now on
+        if view._no_grad_view or view._multi_output:
+            # Those refuse their grad_fn from now on; they require grad as their base does.
+            view._requires_grad = True
+        else:
             regenerate_view(base, view)
 
 

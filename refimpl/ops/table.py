@@ -41,7 +41,9 @@ promote dtypes first (``refimpl.ops.functional.promote``); ``apply`` takes the t
 A forward may return a tuple ``(result, extra...)`` when the row sets ``extra_outputs``: the
 extras are non-differentiable tensors the formulas may name (``indices`` for ``max.dim``).
 Two more flags: ``view=True`` marks the result as a view of input 0 (shared version counter,
-in-place writes through it rewire the base with ``CopySlices``); ``changes_device=True`` takes
+in-place writes through it rewire the base with ``CopySlices``); ``multi_output=True`` marks such
+a view as one of several a single call returns (``unbind``): PyTorch refuses in-place writes to
+it, to its base and to its other views; ``changes_device=True`` takes
 the result's device from the ``device`` parameter (``_to_copy``). The forward must return a
 new array unless ``view=True``. Complex gradients follow PyTorch's convention
 (``grad * conj(f'(x))``): a row's formulas are written for real numbers and the table conjugates
@@ -74,11 +76,12 @@ class OpRow:
     """One op overload: its forward on arrays, its node name and its derivative formulas."""
 
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
-                 "saved_names", "save_users", "info_names", "node_cls", "is_view",
+                 "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
                  "extra_outputs", "changes_device", "holomorphic", "layout")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
+                 multi_output: bool = False,
                  extra_outputs: Sequence[str] = (), changes_device: bool = False,
                  holomorphic: bool = True, layout: str | None = None) -> None:
         if layout not in (None, "elementwise", "contiguous"):
@@ -91,6 +94,7 @@ class OpRow:
         self.node = node
         self.forward = forward
         self.is_view = view
+        self.multi_output = multi_output
         self.extra_outputs = tuple(extra_outputs)
         params = list(inspect.signature(forward).parameters.values())[1:]
         self.inputs = [p.name for p in params if p.kind in
@@ -175,13 +179,15 @@ class OpRow:
 
 def defop(name: str, node: str, forward: Callable[..., Any],
           derivatives: dict[str, Callable[..., Any]] | None = None, *, view: bool = False,
+          multi_output: bool = False,
           extra_outputs: Sequence[str] = (), changes_device: bool = False,
           holomorphic: bool = True, layout: str | None = None) -> OpRow:
     """Create and register a row (see the module docstring); names must be unique."""
     if name in ROWS:
         raise ValueError(f"op row {name!r} is already defined ({ROWS[name]!r}); pick another "
                          "overload name")
-    row = OpRow(name, node, forward, derivatives or {}, view=view, extra_outputs=extra_outputs,
+    row = OpRow(name, node, forward, derivatives or {}, view=view, multi_output=multi_output,
+                extra_outputs=extra_outputs,
                 changes_device=changes_device, holomorphic=holomorphic, layout=layout)
     ROWS[name] = row
     return row
@@ -302,12 +308,15 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
         result._view_fn = (base._view_fn, row, params)
         # The version its grad_fn describes (see Tensor._sync_view).
         result._attr_version = result._vc[0]
-        if base._no_grad_view or not grad_mode._state.enabled:
+        if not grad_mode._state.enabled or base._no_grad_view and not row.multi_output:
             # PyTorch's CreationMeta::NO_GRAD_MODE, inherited by views of such a view: it
             # requires grad when its base does, and in-place writes to it are refused (see
             # refimpl.ops.inplace).
             result._no_grad_view = True
             result._requires_grad = root._requires_grad
+        elif row.multi_output or base._multi_output:
+            # CreationMeta::MULTI_OUTPUT_NODE, also inherited by views of such a view.
+            result._multi_output = True
         if root._grad_fn is not None or not root._requires_grad or result._no_grad_view:
             # Only these bases can be written in place with grad recording (a leaf that
             # requires grad refuses), which rewires the graph of every view of them; a view

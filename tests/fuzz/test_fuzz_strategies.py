@@ -99,15 +99,15 @@ def test_a_value_moved_from_float32_keeps_float32_precision():
     from conformance.fuzz.strategies import TensorVar, _derived, _observations, _State
 
     state = _State(default_api(), frozenset(FAMILIES))
-    wide = state.add(TensorVar("v1", (2,), "float64", True, True, 1.0, True))
+    wide = state.add(TensorVar(state.fresh(), (2,), "float64", True, True, 1.0, True))
     assert _observations(state)[1] == ()  # float64 only: float64 tolerance everywhere
-    narrow = state.add(TensorVar("v2", (2,), "float32", True, True, 1.0, True))
-    moved = _derived(state, [narrow], (2,), "float64", 1.0, True)  # v2.double()
-    mixed = _derived(state, [wide, moved], (2,), "float64", 2.0, True)  # v1 + v3
+    narrow = state.add(TensorVar(state.fresh(), (2,), "float32", True, True, 1.0, True))
+    moved = _derived(state, [narrow], (2,), "float64", 1.0, True)  # narrow.double()
+    mixed = _derived(state, [wide, moved], (2,), "float64", 2.0, True)  # wide + moved
     _, precision = _observations(state)
     assert (moved.name, "float32") in precision and (mixed.name, "float32") in precision
     assert (wide.name, "float32") not in precision  # its value never met float32
-    assert (f"{wide.name}.grad", "float32") in precision  # its gradient flows through v3
+    assert (f"{wide.name}.grad", "float32") in precision  # its gradient flows through `mixed`
 
 
 def test_precision_names_only_observed_keys_and_less_precise_dtypes():

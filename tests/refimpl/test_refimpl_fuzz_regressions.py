@@ -350,3 +350,46 @@ y = x * 2
 z = y.abs()
 y.detach_()
 """, "z.sum().backward()", "x.grad")
+
+
+def test_nan_and_inf_come_out_without_numpy_warnings() -> None:
+    x = refimpl.tensor([-1.0, 0.0, 100.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = refimpl.log(x) + refimpl.sqrt(x) + 1 / x + refimpl.exp(x) + x / 0
+        y.sum().backward()
+        big = refimpl.ones(2) + 1e300
+        cast = refimpl.tensor([1e300], dtype=refimpl.float32)
+    assert np.isnan(y.detach().numpy()[:2]).all() and np.isinf(x.grad.numpy()[2])
+    assert np.isinf(big.numpy()).all() and np.isinf(cast.numpy()).all()
+    assert np.geterr()["invalid"] == "warn"  # the caller's NumPy settings are left alone
+
+
+def test_retain_grad_on_a_stale_no_grad_view_is_a_no_op() -> None:
+    _agree("""
+with torch.no_grad():
+    x = torch.rand(1, requires_grad=True)
+    v = x.unsqueeze(-2)
+    x.add_(1.0)
+v.retain_grad()
+""", "v.retains_grad", "v.requires_grad", "v.grad_fn")
+
+
+def test_unbind_views_refuse_history_and_writes_after_the_base_changes() -> None:
+    _agree("""
+x = torch.rand(2, dtype=torch.float64, requires_grad=True)
+a, b = x
+with torch.no_grad():
+    x.add_(1.0)
+b.requires_grad_()
+""", "a.is_leaf", "b.grad_fn", "a * 2", "a.retain_grad()", "b.requires_grad")
+    _agree("""
+y = torch.rand(2, 2, requires_grad=True).clone()
+c, d = y.unbind()
+e = c.view(2)
+""", "c.add_(1)", "y.mul_(2).shape", "graph(e)", "e.add_(1)", "d.grad_fn")
+    _agree("""
+z = torch.rand(2)
+c, d = z.unbind()
+z.mul_(torch.rand(2, requires_grad=True))
+""", "c.requires_grad", "c.grad_fn")
