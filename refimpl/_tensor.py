@@ -102,6 +102,9 @@ class Tensor:
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
                  "_no_grad_view", "_multi_output", "_attr_version",
+                 # Set by requires_grad_() on a view that follows its base's flag: PyTorch's
+                 # own flag of such a view, which gives it a gradient accumulator of its own.
+                 "_view_requires_grad",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -123,6 +126,8 @@ class Tensor:
                 "only Tensors of floating point and complex dtype can require gradients")
         if not self._follows_base():
             self._set_requires_grad(bool(value))
+        else:
+            self._view_requires_grad = bool(value)
 
     def _set_requires_grad(self, value: bool) -> None:
         self._requires_grad = value
@@ -149,6 +154,8 @@ class Tensor:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not self._follows_base():
             self._set_requires_grad(bool(requires_grad))
+        else:
+            self._view_requires_grad = bool(requires_grad)
         return self
 
     @property
@@ -531,6 +538,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._hooks = None
     t._no_grad_view = False
     t._multi_output = False
+    t._view_requires_grad = False
     t._attr_version = 0
     return t
 

@@ -27,7 +27,7 @@ from refimpl.ops import apply, defop
 
 __all__ = ["CONVOLUTION", "CONVOLUTION_INPUT_GRAD", "CONVOLUTION_WEIGHT_GRAD",
            "CONVOLUTION_BIAS_GRAD", "MSE_LOSS", "MSE_LOSS_BACKWARD", "NATIVE_BATCH_NORM",
-           "convolution", "conv_output_size"]
+           "NATIVE_BATCH_NORM_BACKWARD", "convolution", "conv_output_size"]
 
 Pair = tuple[int, int]
 
@@ -277,10 +277,88 @@ def _batch_norm_weight_grad(grad: Tensor, input: Tensor, weight: Tensor, trainin
     return (grad * x_hat).sum(_reduce_dims(input.dim()))
 
 
+def _batch_norm_bias_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
+                          eps: float, running_mean: Tensor | None,
+                          running_var: Tensor | None) -> Tensor:
+    return grad.sum(_reduce_dims(input.dim()))
+
+
+# The gradients of (input, weight, bias) in refimpl ops: what the double backward differentiates.
+_BATCH_NORM_GRADS = (_batch_norm_input_grad, _batch_norm_weight_grad, _batch_norm_bias_grad)
+
+
+def _batch_norm_backward_forward(xp: Any, grad_out: Any, input: Any, weight: Any,
+                                 save_mean: Any, save_var: Any, *, training: bool, eps: float,
+                                 running_mean: Any = None, running_var: Any = None,
+                                 output: int = 0) -> Any:
+    """Output ``output`` of PyTorch's ``native_batch_norm_backward`` on arrays: the gradient
+    of the input (0), of the weight (1) or of the bias (2)."""
+    dims = _reduce_dims(input.ndim)
+    shape = _channel_shape(input.ndim)
+    if output == 2:
+        return grad_out.sum(axis=dims)
+    mean, var = (save_mean, save_var) if training else (running_mean._data, running_var._data)
+    invstd = (1 / xp.sqrt(var + eps)).reshape(shape)
+    x_hat = (input - mean.reshape(shape)) * invstd
+    if output == 1:
+        return (grad_out * x_hat).sum(axis=dims)
+    scale = weight.reshape(shape) * invstd
+    if not training:
+        return grad_out * scale
+    centered = grad_out - grad_out.mean(axis=dims, keepdims=True)
+    return scale * (centered - x_hat * (grad_out * x_hat).mean(axis=dims, keepdims=True))
+
+
+def _batch_norm_double(position: int) -> Any:
+    """The double-backward formula for input ``position`` (grad_out, input, weight) of
+    ``native_batch_norm_backward``: the vector-Jacobian product of the gradient expression in
+    refimpl ops, itself recorded when ``create_graph`` is on."""
+
+    def formula(grad: Tensor, grad_out: Tensor, input: Tensor, weight: Tensor, training: bool,
+                eps: float, running_mean: Tensor | None, running_var: Tensor | None,
+                output: int) -> Tensor | None:
+        from refimpl.autograd import grad as autograd_grad
+        from refimpl.autograd import grad_mode
+
+        create_graph = grad_mode.is_grad_enabled()
+        with grad_mode.enable_grad():
+            # Fresh view nodes stand for the inputs, so the walk below stops at them instead
+            # of running the graphs that produced them (grad_out's may lead back to input's).
+            args = tuple(a.view(a.shape) if a.requires_grad else a
+                         for a in (grad_out, input, weight))
+            value = _BATCH_NORM_GRADS[output](*args, training, eps, running_mean, running_var)
+        if not value.requires_grad:  # this gradient does not depend on that input
+            return None
+        (result,) = autograd_grad(value, [args[position]], grad, create_graph=create_graph,
+                                  allow_unused=True)
+        return result
+
+    return formula
+
+
+NATIVE_BATCH_NORM_BACKWARD = defop(
+    "native_batch_norm_backward", "NativeBatchNormBackwardBackward0",
+    _batch_norm_backward_forward,
+    {"grad_out": _batch_norm_double(0), "input": _batch_norm_double(1),
+     "weight": _batch_norm_double(2)},
+)
+
+
+def _batch_norm_grad(output: int) -> Any:
+    def formula(grad: Tensor, input: Tensor, weight: Tensor, save_mean: Tensor,
+                save_var: Tensor, training: bool, eps: float, running_mean: Tensor | None,
+                running_var: Tensor | None) -> Tensor:
+        # PyTorch computes the three gradients in one native_batch_norm_backward call; with
+        # create_graph each of them has a NativeBatchNormBackwardBackward0 node.
+        return apply(NATIVE_BATCH_NORM_BACKWARD, (grad, input, weight, save_mean, save_var),
+                     {"training": training, "eps": eps, "running_mean": running_mean,
+                      "running_var": running_var, "output": output})
+
+    return formula
+
+
 NATIVE_BATCH_NORM = defop(
     "native_batch_norm", "NativeBatchNormBackward0", _batch_norm_forward,
-    {"input": _batch_norm_input_grad,
-     "weight": _batch_norm_weight_grad,
-     "bias": lambda grad, input, weight: grad.sum(_reduce_dims(grad.dim()))},
+    {"input": _batch_norm_grad(0), "weight": _batch_norm_grad(1), "bias": _batch_norm_grad(2)},
     extra_outputs=("save_mean", "save_var"),
 )

@@ -195,10 +195,38 @@ POW_SCALAR = defop(
 
 # ------------------------------------------------------------------ matrix products
 
+def _column_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    return strides[0] == 1 and strides[1] == shape[0]
+
+
+def _mm_mat1_backward(grad: Any, mat2: Any, mat1_shape: tuple[int, ...],
+                      mat1_strides: tuple[int, ...], alpha: Any = 1) -> Any:
+    # PyTorch's mm_mat1_backward: for a column-major mat1 it computes the gradient transposed
+    # (TBackward0 over MmBackward0), which create_graph records.
+    if _column_major(mat1_shape, mat1_strides):
+        out = mat2.mm(grad.t()).t()
+    else:
+        out = grad.mm(mat2.t())
+    return out if alpha == 1 else scale(alpha, out)
+
+
+def _mm_mat2_backward(grad: Any, mat1: Any, mat2_shape: tuple[int, ...],
+                      mat2_strides: tuple[int, ...], alpha: Any = 1) -> Any:
+    # PyTorch's mm_mat2_backward, with the same column-major case.
+    if _column_major(mat2_shape, mat2_strides):
+        out = grad.t().mm(mat1).t()
+    else:
+        out = mat1.t().mm(grad)
+    return out if alpha == 1 else scale(alpha, out)
+
+
 MM = defop(
     "mm", "MmBackward0",
     lambda xp, self, mat2: self @ mat2,
-    {"self": lambda grad, mat2: grad.mm(mat2.t()), "mat2": lambda grad, self: self.t().mm(grad)},
+    {"self": lambda grad, mat2, self_shape, self_strides:
+         _mm_mat1_backward(grad, mat2, self_shape, self_strides),
+     "mat2": lambda grad, self, mat2_shape, mat2_strides:
+         _mm_mat2_backward(grad, self, mat2_shape, mat2_strides)},
 )
 DOT = defop(
     "dot", "DotBackward0",
@@ -215,11 +243,11 @@ ADDMM = defop(
     "addmm", "AddmmBackward0",
     lambda xp, self, mat1, mat2, *, beta=1, alpha=1:
         (self + mat1 @ mat2) if beta == 1 and alpha == 1 else beta * self + alpha * (mat1 @ mat2),
-    {"self": lambda grad, beta: grad if beta == 1 else grad * beta,
-     "mat1": lambda grad, mat2, alpha: grad.mm(mat2.t()) if alpha == 1 else
-         grad.mm(mat2.t()) * alpha,
-     "mat2": lambda grad, mat1, alpha: mat1.t().mm(grad) if alpha == 1 else
-         mat1.t().mm(grad) * alpha},
+    {"self": lambda grad, beta: grad if beta == 1 else scale(beta, grad),
+     "mat1": lambda grad, mat2, alpha, mat1_shape, mat1_strides:
+         _mm_mat1_backward(grad, mat2, mat1_shape, mat1_strides, alpha),
+     "mat2": lambda grad, mat1, alpha, mat2_shape, mat2_strides:
+         _mm_mat2_backward(grad, mat1, mat2_shape, mat2_strides, alpha)},
 )
 
 # ------------------------------------------------------------------ reductions

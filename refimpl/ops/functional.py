@@ -348,6 +348,8 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     gshape = grad._data.shape
     if gshape == tuple(shape):
         return grad
+    if not shape:  # PyTorch's sum_to reduces to a 0-d shape with a plain sum() (SumBackward0)
+        return sum(grad)
     lead = len(gshape) - len(shape)
     dims = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)

@@ -14,10 +14,11 @@ A row says everything autograd needs to know about an op, in the spirit of PyTor
   with refimpl's own differentiable ops, so ``create_graph=True`` differentiates it again. The
   names after ``grad`` say what the formula needs and therefore what the node saves:
   an input name (``self``, ``other``) or ``result`` saves that tensor (checked against
-  in-place changes, released after backward); ``<input>_shape``, ``<input>_dtype``,
-  ``<input>_device`` and the op's parameters are kept as plain facts. An input with no formula
-  gets no gradient. Gradients may have a broadcast shape or another dtype: the engine reduces
-  and casts them to the input's in one place.
+  in-place changes, released after backward); ``<input>_shape``, ``<input>_strides`` (in
+  elements, as ``Tensor.stride()``), ``<input>_dtype``, ``<input>_device`` and the op's
+  parameters are kept as plain facts. An input with no formula gets no gradient. Gradients
+  may have a broadcast shape or another dtype: the engine reduces and casts them to the
+  input's in one place.
 
 Adding an op from another module (for example in ``refimpl.nn``)::
 
@@ -68,7 +69,7 @@ __all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
 
 ROWS: dict[str, OpRow] = {}
 
-_META_SUFFIXES = ("_shape", "_dtype", "_device")
+_META_SUFFIXES = ("_shape", "_strides", "_dtype", "_device")
 _SAVED, _INFO, _EXTRA = 0, 1, 2
 
 
@@ -224,8 +225,10 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         tensor = wrap(tensor, _backend.device_of_array(tensor))
     name = None
     if producer is not None:
-        name = type(producer).__name__
-        name = name.split("Backward")[0] if "Backward" in name else name
+        # PyTorch's message drops "Backward" and an overload number 0: MulBackward0 reads
+        # "Mul", FillBackward2 reads "Fill2".
+        head, _, overload = type(producer).__name__.partition("Backward")
+        name = head + ("" if overload == "0" else overload)
     raise RuntimeError(modified_message(tensor.type(), list(tensor.shape), name, current,
                                         version))
 
@@ -258,9 +261,10 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
     fn = t._grad_fn
     if fn is not None:
         return (fn, 0)
-    if base is not None and base._requires_grad:
+    if base is not None and base._requires_grad and not t._view_requires_grad:
         # A view taken under no_grad requires grad through its base but has no gradient
-        # accumulator of its own: PyTorch records no edge for it.
+        # accumulator of its own (unless requires_grad_() set its own flag): PyTorch records
+        # no edge for it.
         return _NO_EDGE
     return (t._grad_accumulator(), 0)
 
@@ -457,4 +461,17 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
 def _meta(t: Tensor, what: str) -> Any:
     if what == "shape":
         return t._data.shape
+    if what == "strides":
+        return _element_strides(t._data)
     return t.dtype if what == "dtype" else t._device
+
+
+def _element_strides(array: Any) -> tuple[int, ...]:
+    """PyTorch's ``stride()`` of an array: strides in elements, where a size-1 dimension that
+    NumPy gave stride 0 (``a[None]``) gets the stride ``unsqueeze`` gives it."""
+    item = array.dtype.itemsize
+    strides = [s // item for s in array.strides]
+    for d in range(array.ndim - 1, -1, -1):
+        if array.shape[d] == 1 and strides[d] == 0:
+            strides[d] = strides[d + 1] * array.shape[d + 1] if d + 1 < array.ndim else 1
+    return tuple(strides)

@@ -393,3 +393,64 @@ z = torch.rand(2)
 c, d = z.unbind()
 z.mul_(torch.rand(2, requires_grad=True))
 """, "c.requires_grad", "c.grad_fn")
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_double_backward_is_one_node_with_torch_values(training: bool) -> None:
+    _agree(f"""
+x = torch.tensor([[0.3, -1.2], [0.8, 0.1], [-0.5, 2.0]], dtype=torch.float64, requires_grad=True)
+m = nn.BatchNorm1d(2, eps=0.1).double()
+m.running_mean.fill_(0.2)
+m.running_var.fill_(1.5)
+m.train({training})
+with torch.no_grad():
+    m.weight.copy_(torch.tensor([1.5, -0.7]))
+y = m(x * 1)
+c = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+gx, gw, gb = torch.autograd.grad((y * y * c).sum(), [x, m.weight, m.bias], create_graph=True)
+hx, hw, hc = torch.autograd.grad((gx * gx).sum() + (gw * gb).sum(), [x, m.weight, c])
+""", "graph(gx)", "graph(gw)", "graph(gb)", "gx", "gw", "gb", "hx", "hw", "hc")
+
+
+def test_modified_saved_tensor_message_keeps_nonzero_overload_numbers() -> None:
+    _agree("x = torch.tensor([[0.5, 2.0], [1.5, 3.0]], requires_grad=True)",
+           "[(v := x * 1, w := v * v, v.fill_(0.5), w.sum().backward())]",
+           "[(v := x * 1, w := v * v, v.pow_(torch.tensor(2.0)), w.sum().backward())]",
+           "[(v := x * 1, w := v * v, v.add_(1), w.sum().backward())]")
+
+
+def test_mm_gradient_of_a_column_major_operand_is_computed_transposed() -> None:
+    _agree("""
+x = torch.tensor([0.7], requires_grad=True)
+m = nn.Linear(1, 1)
+with torch.no_grad():
+    m.weight.fill_(0.3)
+g, = torch.autograd.grad(m(x).sum(), [x], create_graph=True)
+a = torch.tensor([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], requires_grad=True)
+b = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+ga, gb = torch.autograd.grad(a.t().mm(b.t()).sum(), [a, b], create_graph=True)
+c = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+gc, = torch.autograd.grad(torch.addmm(torch.zeros(3, 3), c.t(), c, alpha=2).sum(), [c],
+                          create_graph=True)
+""", "graph(g)", "graph(ga)", "graph(gb)", "graph(gc)", "g", "ga", "gb", "gc")
+
+
+def test_requires_grad_on_a_no_grad_view_gives_it_an_accumulator() -> None:
+    _agree("""
+with torch.no_grad():
+    x = torch.tensor([2.0], requires_grad=True)
+    v = x.view(-1)
+v.requires_grad_()
+(v * 3).sum().backward()
+first = (v.grad.clone(), x.grad)
+v.requires_grad_(False)
+(v * 3).sum().backward()
+""", "first", "v.grad", "x.grad", "v.is_leaf", "v.requires_grad", "graph(v * 3)")
+
+
+def test_gradient_reduced_to_a_0d_input_is_a_plain_sum() -> None:
+    _agree("""
+x = torch.tensor([0.5, 2.0], requires_grad=True)
+s = torch.tensor(3.0, requires_grad=True)
+g, = torch.autograd.grad((x * s).sum(), [s], create_graph=True)
+""", "graph(g)", "g")
