@@ -514,6 +514,18 @@ class _RetainGrad:
             t._accumulate_grad(grad)
 
 
+def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
+    """When an in-place op gives ``t`` a new grad_fn, PyTorch moves ``retain_grad()``'s hook
+    there, so ``.grad`` gets the gradient of the written value (other hooks stay behind)."""
+    if not t._retains_grad or old_fn is None or old_fn is new_fn or not old_fn._pre_hooks:
+        return
+    mine = [h for h in old_fn._pre_hooks if type(h) is _RetainGrad and h._ref() is t]
+    if not mine:
+        return
+    old_fn._pre_hooks = [h for h in old_fn._pre_hooks if h not in mine]
+    new_fn.register_prehook(mine[0])
+
+
 _C_NAMES = {_dtype.float16: "c10::Half",
             _dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
             _dtype.int64: "long", _dtype.bool: "bool", _dtype.complex64: "c10::complex<float>",

@@ -49,6 +49,8 @@ def _input_targets(inputs: list[Any], for_backward: bool) -> list[Any]:
             t.retain_grad()  # raises for a tensor that does not require grad; no-op on leaves
         elif not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
+        if t._base is not None:
+            t._sync_view()  # PyTorch reads the input's up-to-date grad_fn, which may refuse
         targets.append(t._grad_fn if t._grad_fn is not None else t._grad_accumulator())
     return targets
 

@@ -220,6 +220,7 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
 def check_outputs(outputs: Sequence[Tensor]) -> None:
     for i, out in enumerate(outputs):
         # A leaf view that requires grad only through its base has no node to start from.
-        if not out._requires_grad or out._grad_fn is None and out._follows_base():
+        if not out._requires_grad or (out._grad_fn is None and out._follows_base()
+                                      and not out._view_requires_grad):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn")

@@ -74,6 +74,12 @@ def scale(number: Any, tensor: Any) -> Any:
     return F.apply(MUL_SCALAR, (tensor,), {"other": number})
 
 
+def shift(tensor: Any, number: Any) -> Any:
+    """``tensor + number`` as PyTorch's formulas compute it: ``add.Scalar`` (``AddBackward1``),
+    where the operator in a program wraps the number as a tensor (``AddBackward0``)."""
+    return F.apply(ADD_SCALAR, (tensor,), {"other": number})
+
+
 def divide(tensor: Any, number: Any) -> Any:
     """``tensor / number`` as PyTorch's formulas compute it: ``div.Scalar`` (``DivBackward1``),
     where the operator in a program wraps the number as a tensor (``DivBackward0``)."""
@@ -155,6 +161,12 @@ MUL_SCALAR = defop(
     "mul.Scalar", "MulBackward1",
     lambda xp, self, *, other: (self * other).astype(self.dtype, copy=False),
     {"self": lambda grad, other: scale(other, grad)},
+    layout="elementwise",
+)
+ADD_SCALAR = defop(
+    "add.Scalar", "AddBackward1",
+    lambda xp, self, *, other: (self + other).astype(self.dtype, copy=False),
+    {"self": lambda grad: grad},
     layout="elementwise",
 )
 DIV_SCALAR = defop(
@@ -347,7 +359,8 @@ SIGMOID_BACKWARD = defop(
     lambda xp, grad_output, output: grad_output * ((1 - output) * output),
     {"grad_output": lambda grad, output:
          F.apply(SIGMOID_BACKWARD, F.promote((grad, output))[0]),
-     "output": lambda grad, output, grad_output: grad * grad_output * (-2 * output + 1)},
+     "output": lambda grad, output, grad_output:
+         grad * grad_output * shift(scale(-2, output), 1)},
     layout="elementwise",
 )
 SIGMOID = defop(

@@ -17,6 +17,7 @@ from refimpl._tensor import (
     Tensor,
     _copy,
     check_no_internal_overlap,
+    move_retain_grad,
     multi_output_view_message,
     no_grad_view_message,
     wrap,
@@ -110,7 +111,9 @@ def _check_leaf(self: Tensor) -> None:
     if self._grad_fn is None and self._requires_grad and self._base is None:
         raise RuntimeError(LEAF_INPLACE)
     base = self._base
-    if base is not None and base._grad_fn is None and base._requires_grad:
+    # PyTorch asks whether the view requires grad and its base is a leaf: a view recorded
+    # before its leaf base stopped requiring grad still refuses.
+    if base is not None and base._grad_fn is None and self._requires_grad:
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
 
 
@@ -185,7 +188,9 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         return self
     base = self._base
     if base is None:
+        old_fn = self._grad_fn
         _new_node(row, old_self, others, params, self, before)
+        move_retain_grad(self, old_fn, self._grad_fn)
         _regenerate_views(self)
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
@@ -201,6 +206,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     copy_slices._pre_hooks = None
     copy_slices._shape = base._data.shape
     copy_slices._dtype = base._data.dtype
+    move_retain_grad(base, base._grad_fn, copy_slices)
     base._grad_fn = copy_slices
     base._requires_grad = True
     _regenerate_views(base, self)
@@ -233,6 +239,7 @@ def regenerate_view(base: Tensor, view: Tensor) -> None:
     node._pre_hooks = None
     node._shape = view._data.shape
     node._dtype = view._data.dtype
+    move_retain_grad(view, view._grad_fn, node)
     view._grad_fn = node
     view._requires_grad = True
     view._attr_version = view._vc[0]

@@ -454,3 +454,49 @@ x = torch.tensor([0.5, 2.0], requires_grad=True)
 s = torch.tensor(3.0, requires_grad=True)
 g, = torch.autograd.grad((x * s).sum(), [s], create_graph=True)
 """, "graph(g)", "g")
+
+
+def test_retain_grad_follows_the_tensor_through_in_place_writes() -> None:
+    _agree("""
+x = torch.tensor([1.5, 2.0], dtype=torch.float64, requires_grad=True)
+v = x.neg()
+v.retain_grad()
+v.mul_(2.0)
+(v * 3).sum().backward()
+b = x * 1
+w = b[:1]
+w.retain_grad()
+b.mul_(5)
+(w * 3).sum().backward()
+""", "v.grad", "w.grad", "x.grad")
+
+
+def test_sigmoid_double_backward_uses_scalar_overloads() -> None:
+    _agree("""
+x = torch.tensor([0.3, -0.8], dtype=torch.float64, requires_grad=True)
+y = torch.sigmoid(x)
+g, = torch.autograd.grad((y * y).sum(), [x], create_graph=True)
+h, = torch.autograd.grad(g.sum(), [x], create_graph=True)
+""", "graph(h)", "h")
+
+
+def test_grad_reads_no_grad_views_up_to_date() -> None:
+    _agree("""
+x = torch.rand(2, requires_grad=True)
+with torch.no_grad():
+    v = x.view(-1)
+    x.add_(1.0)
+s = torch.rand((), requires_grad=True)
+with torch.no_grad():
+    w = s.t()
+    w.requires_grad_()
+""", "torch.autograd.grad(x.sum(), [v])", "torch.autograd.grad(w, [s])",
+           "torch.autograd.grad(w, [s], allow_unused=True)")
+
+
+def test_view_recorded_before_its_leaf_stopped_requiring_grad_refuses_writes() -> None:
+    _agree("""
+x = torch.tensor([0.5, 1.5], requires_grad=True)
+v = x[-1]
+x.requires_grad_(False)
+""", "v.add_(1.0)", "v.requires_grad", "x[0].add_(1.0).requires_grad")
