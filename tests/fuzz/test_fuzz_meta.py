@@ -12,6 +12,7 @@ from pathlib import Path
 import faulty_engines
 import pytest
 
+from conformance.engines import load_engine
 from conformance.executor import run_case
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, fuzz
@@ -64,16 +65,23 @@ def test_repro_script_runs_standalone(found):
     assert "expected:" in run.stdout
 
 
-FINDINGS = Path(__file__).resolve().parent / "findings"
+OPEN_FINDINGS = Path(__file__).resolve().parent / "open_findings"
 
 
-def test_kept_findings_lint_and_hold_on_torch(torch_engine):
-    """Findings kept in the repository: valid cases whose expectations are PyTorch's."""
-    loaded = load([FINDINGS])
+def test_open_findings_are_valid_and_still_open(torch_engine):
+    """Mismatches the fuzzer found in refimpl and not fixed yet, kept as ready cases.
+
+    Each is a valid case whose expectations are PyTorch's: it passes on torch and still fails on
+    refimpl. Once refimpl is fixed the case passes there too, and this test fails until the case
+    moves into spec/cases/fuzz_findings.yaml with a rule and its sources.
+    """
+    refimpl = load_engine("refimpl")
+    loaded = load([OPEN_FINDINGS])
     assert loaded.problems == []
-    assert loaded.cases
     for case in loaded.cases:
         assert run_case(case, torch_engine).verdict == "passed", case.id
+        assert run_case(case, refimpl).verdict == "failed", \
+            f"{case.id} now passes on refimpl: move it to spec/cases/fuzz_findings.yaml"
 
 
 def test_finding_program_keeps_only_what_the_mismatch_needs(found):
