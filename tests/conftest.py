@@ -1,8 +1,13 @@
-"""Fixtures for the refimpl.nn tests: the cuda backend (strict stand-in or real CuPy)."""
+"""Fixtures shared by the refimpl tests: the cuda backend under test, and a machine without one.
+
+The device tests run twice: once on the strict CuPy stand-in (`tests/refimpl/strict_cupy.py`,
+whose arrays refuse implicit conversion to NumPy, so a host/device mix-up fails on any
+machine), and once on real CuPy where a CUDA device is usable.
+"""
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -12,15 +17,10 @@ import pytest
 import refimpl
 from refimpl import _backend
 
-_STAND_IN = Path(__file__).resolve().parent.parent / "refimpl" / "strict_cupy.py"
-
-
-def _strict_cupy() -> ModuleType:
-    # The refimpl core's stand-in, loaded by path so this folder works on its own.
-    spec = importlib.util.spec_from_file_location("nn_strict_cupy", _STAND_IN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# The stand-in is a plain module beside the core's tests; make it importable as `strict_cupy`
+# for every test folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "refimpl"))
+import strict_cupy  # noqa: E402
 
 
 def _real_cupy() -> ModuleType | None:
@@ -37,7 +37,7 @@ def _real_cupy() -> ModuleType | None:
 @pytest.fixture(params=["strict_cupy", "cupy"])
 def cuda_backend(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
     """refimpl's cuda device backed by the strict stand-in, or by real CuPy on a GPU."""
-    module = _strict_cupy() if request.param == "strict_cupy" else _real_cupy()
+    module = strict_cupy if request.param == "strict_cupy" else _real_cupy()
     if module is None:
         pytest.skip("real CuPy with a CUDA device is not available on this machine")
     _backend.install_cuda_module(module)
