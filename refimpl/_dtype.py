@@ -16,13 +16,15 @@ _builtin_bool = bool
 class dtype:  # noqa: N801 - PyTorch spells it torch.dtype
     """A tensor element type: ``refimpl.float32`` prints as ``torch.float32``, like PyTorch."""
 
-    __slots__ = ("name", "kind", "itemsize", "legacy_name")
+    __slots__ = ("name", "kind", "itemsize", "legacy_name", "cpp_name")
 
-    def __init__(self, name: str, kind: str, itemsize: int, legacy_name: str) -> None:
+    def __init__(self, name: str, kind: str, itemsize: int, legacy_name: str,
+                 cpp_name: str) -> None:
         self.name = name
         self.kind = kind  # one of "b" (bool), "i" (integer), "f" (floating), "c" (complex)
         self.itemsize = itemsize
         self.legacy_name = legacy_name  # "Float" in torch.FloatTensor and in error messages
+        self.cpp_name = cpp_name  # "float": the C++ type some of PyTorch's messages print
 
     @property
     def is_floating_point(self) -> _builtin_bool:
@@ -39,14 +41,14 @@ class dtype:  # noqa: N801 - PyTorch spells it torch.dtype
         return self.name
 
 
-bool = dtype("bool", "b", 1, "Bool")  # noqa: A001 - torch.bool
-int32 = dtype("int32", "i", 4, "Int")
-int64 = dtype("int64", "i", 8, "Long")
-float16 = dtype("float16", "f", 2, "Half")
-float32 = dtype("float32", "f", 4, "Float")
-float64 = dtype("float64", "f", 8, "Double")
-complex64 = dtype("complex64", "c", 8, "ComplexFloat")
-complex128 = dtype("complex128", "c", 16, "ComplexDouble")
+bool = dtype("bool", "b", 1, "Bool", "bool")  # noqa: A001 - torch.bool
+int32 = dtype("int32", "i", 4, "Int", "int")
+int64 = dtype("int64", "i", 8, "Long", "long")
+float16 = dtype("float16", "f", 2, "Half", "c10::Half")
+float32 = dtype("float32", "f", 4, "Float", "float")
+float64 = dtype("float64", "f", 8, "Double", "double")
+complex64 = dtype("complex64", "c", 8, "ComplexFloat", "c10::complex<float>")
+complex128 = dtype("complex128", "c", 16, "ComplexDouble", "c10::complex<double>")
 
 ALL = (bool, int32, int64, float16, float32, float64, complex64, complex128)
 BY_NAME = {d.name: d for d in ALL}

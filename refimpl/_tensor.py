@@ -213,7 +213,7 @@ class Tensor:
                     "the tensor are the same size")
             if value.dtype is not self.dtype:
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{_C_NAMES[value.dtype]}' to a "
+                    f"attempting to assign a gradient with dtype '{value.dtype.cpp_name}' to a "
                     f"tensor with grad_dtype '{self.dtype.legacy_name}'. The gradient must match "
                     "the tensor's grad_dtype (defaults to the tensor's dtype). You can set the "
                     "tensor's grad_dtype attribute with a specific dtype, or None to allow any "
@@ -525,11 +525,6 @@ def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
     old_fn._pre_hooks = [h for h in old_fn._pre_hooks if h not in mine]
     new_fn.register_prehook(mine[0])
 
-
-_C_NAMES = {_dtype.float16: "c10::Half",
-            _dtype.float32: "float", _dtype.float64: "double", _dtype.int32: "int",
-            _dtype.int64: "long", _dtype.bool: "bool", _dtype.complex64: "c10::complex<float>",
-            _dtype.complex128: "c10::complex<double>"}
 
 
 def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) -> Tensor:

@@ -206,6 +206,10 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x{input.shape[1]} and "
             f"{mat2.shape[0]}x{mat2.shape[1]})")
+    # Matrix products never promote: mixed dtypes are refused, each kernel in its own words.
+    if input.dtype is not mat2.dtype:
+        raise RuntimeError("expected m1 and m2 to have the same dtype, but got: "
+                           f"{input.dtype.cpp_name} != {mat2.dtype.cpp_name}")
     return _binary(D.MM, input, mat2, elementwise=False)
 
 
@@ -218,6 +222,9 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to "
                            f"have the same number of elements, but got {n} and {m} elements "
                            "respectively")
+    if input.dtype is not tensor.dtype:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found "
+                           f"{input.dtype.legacy_name} and {tensor.dtype.legacy_name}")
     return _binary(D.DOT, input, tensor, elementwise=False)
 
 
@@ -225,6 +232,11 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:
     if input.shape[1] != vec.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({input.shape[0]}"
                            f"x{input.shape[1]}), vec ({vec.shape[0]})")
+    if input.dtype is not vec.dtype:
+        # PyTorch runs mv as addmv into a result of vec's dtype and names the three tensors.
+        v, m = vec.dtype.legacy_name, input.dtype.legacy_name
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {v}, {m}, "
+                           f"and {v}")
     return _binary(D.MV, input, vec, elementwise=False)
 
 
