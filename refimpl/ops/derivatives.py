@@ -472,6 +472,9 @@ LOG_SOFTMAX = defop(
 
 VIEW = defop("view", "ViewBackward0", lambda xp, self, *, size: self.reshape(size),
              {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True)
+RESHAPE_ALIAS = defop("_reshape_alias", "ReshapeAliasBackward0",
+                      lambda xp, self, *, size: self.reshape(size),
+                      {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True)
 UNSAFE_VIEW = defop("_unsafe_view", "UnsafeViewBackward0",
                     lambda xp, self, *, size: self.reshape(size),
                     {"self": lambda grad, self_shape: grad.reshape(self_shape)})

@@ -603,11 +603,14 @@ def view(input: Tensor, *shape: Any) -> Tensor:
 
 
 def reshape(input: Tensor, *shape: Any) -> Tensor:
-    """A view when the data allows it, else a copy (``CloneBackward0`` then
-    ``UnsafeViewBackward0``, as in PyTorch)."""
+    """As PyTorch reshapes: a contiguous tensor is viewed (``ViewBackward0``); other strides
+    that allow a view give an alias (``ReshapeAliasBackward0``); anything else is copied
+    (``CloneBackward0`` then ``UnsafeViewBackward0``)."""
     size = _infer_shape(_shape_arg(shape), input._data.size)
-    if _viewable(input._data, size):
+    if input.is_contiguous():
         return apply(D.VIEW, (input,), {"size": size})
+    if _viewable(input._data, size):
+        return apply(D.RESHAPE_ALIAS, (input,), {"size": size})
     return apply(D.UNSAFE_VIEW, (clone(input),), {"size": size})
 
 

@@ -500,3 +500,15 @@ x = torch.tensor([0.5, 1.5], requires_grad=True)
 v = x[-1]
 x.requires_grad_(False)
 """, "v.add_(1.0)", "v.requires_grad", "x[0].add_(1.0).requires_grad")
+
+
+def test_reshape_records_view_alias_or_copy_by_strides() -> None:
+    _agree("""
+x = torch.rand((), requires_grad=True)
+y = torch.rand(2, 3, requires_grad=True)
+z = torch.rand(3, 1, requires_grad=True).expand(3, 4)
+outs = [x.expand(2).reshape(1, -1), y.reshape(3, 2), y.t().reshape(6), y[:, 0].reshape(1, 2),
+        z.reshape(3, 2, 2), z.reshape(12), y.t().flatten(), y[:, 1:].reshape(4)]
+total = sum(o.sum() for o in outs)
+total.backward()
+""", "[graph(o) for o in outs]", "x.grad", "y.grad")
