@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle"]
+__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -87,6 +87,18 @@ class Node:
         return self._row.backward(self, grad)
 
 
+def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:
+    """Fill the fields every node has: its edges, no saved tensors or hooks yet, and the shape
+    and dtype of the array ``output`` it produced (used to reduce and cast its gradient)."""
+    node.next_functions = next_functions
+    node._saved = None
+    node._info = None
+    node._pre_hooks = None
+    node._shape = output.shape
+    node._dtype = output.dtype
+    return node
+
+
 class AccumulateGrad(Node):
     """The node at a leaf that requires grad: adds incoming gradients into ``variable.grad``."""
 
@@ -94,12 +106,7 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Tensor) -> None:
         self.variable = variable
-        self.next_functions = ()
-        self._saved = None
-        self._info = None
-        self._shape = variable._data.shape
-        self._dtype = variable._data.dtype
-        self._pre_hooks = None
+        init_node(self, (), variable._data)
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"

@@ -23,7 +23,7 @@ from refimpl._tensor import (
     wrap,
 )
 from refimpl.autograd import forward_ad, grad_mode
-from refimpl.autograd.graph import Node
+from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
 from refimpl.ops.table import _record, apply, defop, edge
@@ -200,12 +200,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     copy_slices = CopySlices()
     copy_slices.fn = fn
     copy_slices._steps = steps
-    copy_slices.next_functions = (edge(base), *fn.next_functions[1:])
-    copy_slices._saved = None
-    copy_slices._info = None
-    copy_slices._pre_hooks = None
-    copy_slices._shape = base._data.shape
-    copy_slices._dtype = base._data.dtype
+    init_node(copy_slices, (edge(base), *fn.next_functions[1:]), base._data)
     move_retain_grad(base, base._grad_fn, copy_slices)
     base._grad_fn = copy_slices
     base._requires_grad = True
@@ -233,12 +228,7 @@ def regenerate_view(base: Tensor, view: Tensor) -> None:
     node = AsStridedBackward0()
     node._steps = _replay_chain(view._view_fn)
     node._base_shape = base._data.shape
-    node.next_functions = (edge(base),)
-    node._saved = None
-    node._info = None
-    node._pre_hooks = None
-    node._shape = view._data.shape
-    node._dtype = view._data.dtype
+    init_node(node, (edge(base),), view._data)
     move_retain_grad(view, view._grad_fn, node)
     view._grad_fn = node
     view._requires_grad = True
