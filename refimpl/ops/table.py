@@ -211,7 +211,9 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         current = vc[0] if vc is not None else 0
         if current == version:
             return tensor
-        producer = tensor._grad_fn
+        # PyTorch names the saved tensor's grad_fn as it is now: a view whose storage was
+        # written since regenerates it (AsStridedBackward0), or refuses as grad_fn access does.
+        producer = tensor.grad_fn
     else:  # the node's own output: (array, version, version counter, None), with no cycle
         vc = entry[2]
         current = vc[0]

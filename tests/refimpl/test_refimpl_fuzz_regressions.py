@@ -512,3 +512,48 @@ outs = [x.expand(2).reshape(1, -1), y.reshape(3, 2), y.t().reshape(6), y[:, 0].r
 total = sum(o.sum() for o in outs)
 total.backward()
 """, "[graph(o) for o in outs]", "x.grad", "y.grad")
+
+
+def test_modified_saved_view_is_named_by_its_regenerated_grad_fn() -> None:
+    _agree("""
+def attempt(build):
+    try:
+        build()
+    except RuntimeError as exc:
+        return str(exc)
+
+def leaf_view():
+    x = torch.rand(3, requires_grad=True)
+    y = x.unsqueeze(0)
+    z = (y * y).sum()
+    with torch.no_grad():
+        x.add_(1)
+    z.backward()
+
+def nonleaf_view():
+    x = torch.rand(3, requires_grad=True).exp()
+    y = x.view(3)
+    z = (y * y).sum()
+    with torch.no_grad():
+        x.add_(1)
+    z.backward()
+
+def saved_output_of_a_view():
+    x = torch.rand(3, requires_grad=True).exp()
+    y = x.view(3)
+    z = y.exp().sum()
+    with torch.no_grad():
+        y.add_(1)
+    z.backward()
+
+def no_grad_view():
+    x = torch.rand(3, requires_grad=True)
+    w = torch.rand(2, requires_grad=True)
+    with torch.no_grad():
+        y = x[0:2]
+    z = (y * w).sum()
+    with torch.no_grad():
+        x.add_(1)
+    z.backward()
+""", "attempt(leaf_view)", "attempt(nonleaf_view)", "attempt(saved_output_of_a_view)",
+           "attempt(no_grad_view)")
