@@ -102,8 +102,9 @@ class Tensor:
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
                  "_no_grad_view", "_multi_output", "_attr_version",
-                 # Set by requires_grad_() on a view that follows its base's flag: PyTorch's
-                 # own flag of such a view, which gives it a gradient accumulator of its own.
+                 # A view's own requires_grad flag (set by requires_grad_() on it), which
+                 # PyTorch keeps apart from its base's: it gives a view without a grad_fn a
+                 # gradient accumulator of its own.
                  "_view_requires_grad",
                  "__weakref__")
 
@@ -124,18 +125,25 @@ class Tensor:
         if value and self.dtype.kind not in "fc":
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients")
-        if not self._follows_base():
-            self._set_requires_grad(bool(value))
-        else:
-            self._view_requires_grad = bool(value)
+        self._set_own_flag(bool(value))
+
+    def _set_own_flag(self, value: bool) -> None:
+        if self._base is None:
+            self._set_requires_grad(value)
+            return
+        # A view keeps a flag of its own, as PyTorch's view metadata does: without a grad_fn it
+        # requires grad when that flag is set or its base requires grad, so clearing the flag
+        # of a view whose base requires grad changes nothing, and a view that set it keeps
+        # requiring grad when its base stops.
+        self._view_requires_grad = value
+        self._requires_grad = value or self._base._requires_grad
 
     def _set_requires_grad(self, value: bool) -> None:
         self._requires_grad = value
         if self._views is not None:
-            # A view without a grad_fn requires grad exactly when its base does.
             for view in self._live_views():
                 if view._grad_fn is None:
-                    view._requires_grad = value
+                    view._requires_grad = value or view._view_requires_grad
 
     def _follows_base(self) -> bool:
         # A view without a grad_fn of a base that requires grad (one taken under no_grad)
@@ -152,10 +160,7 @@ class Tensor:
             return self
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
-        if not self._follows_base():
-            self._set_requires_grad(bool(requires_grad))
-        else:
-            self._view_requires_grad = bool(requires_grad)
+        self._set_own_flag(bool(requires_grad))
         return self
 
     @property

@@ -557,3 +557,31 @@ def no_grad_view():
     z.backward()
 """, "attempt(leaf_view)", "attempt(nonleaf_view)", "attempt(saved_output_of_a_view)",
            "attempt(no_grad_view)")
+
+
+def test_a_view_keeps_its_own_requires_grad_flag_apart_from_its_base() -> None:
+    _agree("""
+def flags(*ts):
+    return [(t.requires_grad, t.is_leaf) for t in ts]
+
+seen = []
+a = torch.rand(1, 1, 1)
+v = a.view(-1)
+v.requires_grad_()
+seen.append(flags(a, v))
+a.requires_grad_(False)
+seen.append(flags(a, v))
+a.requires_grad_(True)
+a.requires_grad_(False)
+seen.append(flags(a, v))
+v.requires_grad_(False)
+seen.append(flags(a, v))
+b = torch.rand(2)
+w = b.view(2)
+b.requires_grad_()
+c = w * 2
+w.requires_grad_()
+b.requires_grad_(False)
+seen.append(flags(b, w, c))
+(w * 2).sum().backward()
+""", "seen", "graph(c)", "b.grad", "w.grad")
