@@ -1,8 +1,11 @@
 """The backward pass: an iterative walk over the graph with dependency counts.
 
 ``run_backward`` first counts, for every node reachable from the roots, how many edges point
-at it; a node runs once all of them delivered (their gradients summed in its buffer). No
-recursion anywhere, so graph depth is bounded only by memory. Gradients are checked against
+at it; a node is ready once all of them delivered (their gradients summed in its buffer).
+Ready nodes run in PyTorch's order (see ``ReadyQueue``), which decides the order gradients are
+summed in, the graph a create_graph sum records, the order hooks fire in and which leaves got
+their gradient when a node raises. No recursion anywhere, so graph depth is bounded only by
+memory. Gradients are checked against
 the shape and dtype of the tensor each node produced and reduced/cast there, which is the one
 place broadcasting is undone. Saved tensors are released as each node finishes unless
 ``retain_graph``.
@@ -40,6 +43,61 @@ def _owned(g: Tensor, incoming: Tensor, single_owner: bool, summed: bool) -> boo
         return False
     mine = incoming._data if incoming._data.base is None else incoming._data.base
     return g._data is mine or g._data.base is mine
+
+
+class ReadyQueue:
+    """PyTorch's ready queue: a ``std::priority_queue`` that pops the node with the highest
+    sequence number first (the most recently created one; every AccumulateGrad shares the
+    largest number). Equal numbers come out in whatever order the binary heap leaves them, so
+    push and pop follow libstdc++'s ``push_heap`` and ``pop_heap`` step by step: the order in
+    which several leaves accumulate (and their hooks fire) is PyTorch's exactly."""
+
+    __slots__ = ("_heap",)
+
+    def __init__(self) -> None:
+        self._heap: list[Node] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def push(self, node: Node) -> None:
+        self._heap.append(node)
+        self._sift_up(len(self._heap) - 1, node)
+
+    def _sift_up(self, hole: int, node: Node) -> None:
+        heap = self._heap
+        key = node._seq
+        while hole > 0:
+            parent = (hole - 1) // 2
+            if not heap[parent]._seq < key:
+                break
+            heap[hole] = heap[parent]
+            hole = parent
+        heap[hole] = node
+
+    def pop(self) -> Node:
+        heap = self._heap
+        top = heap[0]
+        length = len(heap) - 1
+        if length > 0:
+            # pop_heap: move the last element into the hole left at the top, walking the hole
+            # down along the larger child (the left one on a tie), then sift it back up.
+            node = heap[length]
+            heap[length] = top
+            hole = child = 0
+            while child < (length - 1) // 2:
+                child = 2 * (child + 1)
+                if heap[child]._seq < heap[child - 1]._seq:
+                    child -= 1
+                heap[hole] = heap[child]
+                hole = child
+            if length % 2 == 0 and child == (length - 2) // 2:
+                child = 2 * (child + 1)
+                heap[hole] = heap[child - 1]
+                hole = child - 1
+            self._sift_up(hole, node)
+        heap.pop()
+        return top
 
 
 def _discover(roots: Sequence[Node]) -> dict[Node, int]:
@@ -106,7 +164,13 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
             old = buffers.get(root)
             buffers[root] = g if old is None else old + g
         root_set = set(roots)
-        ready = [r for r in dict.fromkeys(roots) if deps.get(r, 0) == 0]
+        ready = ReadyQueue()
+        # Several roots hang off one GraphRoot node whose edges count as dependencies: a root
+        # is ready at its last edge, in edge order.
+        last = {r: i for i, r in enumerate(roots)}
+        for i, r in enumerate(roots):
+            if last[r] == i and deps.get(r, 0) == 0:
+                ready.push(r)
         while ready:
             node = ready.pop()
             grad = buffers.pop(node, None)
@@ -141,6 +205,11 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                 grads = node.apply(grad)
             if run and not retain_graph:
                 node.release_variables()
+            if needed is not None and not (node in needed and any(
+                    n in needed for n, _ in node.next_functions if n is not None)):
+                # PyTorch skips a node grad does not need before it reaches its edges: the
+                # nodes past it never become ready.
+                continue
             single = grad_owned and len(node.next_functions) == 1
             for i, (nxt, _) in enumerate(node.next_functions):
                 if nxt is None:
@@ -159,7 +228,7 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0:
-                    ready.append(nxt)
+                    ready.push(nxt)
     finally:
         grad_mode._state.enabled = prev_mode
     return captured
@@ -219,6 +288,8 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
 
 def check_outputs(outputs: Sequence[Tensor]) -> None:
     for i, out in enumerate(outputs):
+        if out._base is not None:
+            out._sync_view()  # PyTorch starts from the output's up-to-date grad_fn
         # A leaf view that requires grad only through its base has no node to start from.
         if not out._requires_grad or (out._grad_fn is None and out._follows_base()
                                       and not out._view_requires_grad):

@@ -10,12 +10,13 @@ tensors: a chain of a million ops keeps only small node objects alive.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node"]
+__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -27,6 +28,13 @@ SECOND_BACKWARD = (
 
 # Marks a node whose saved tensors were released by a backward pass without retain_graph.
 FREED = ("<freed>",)
+
+# Each node takes the next number when it is created, as in PyTorch: the engine runs the ready
+# node with the highest number first, so later operations are differentiated first.
+SEQUENCE = itertools.count()
+# PyTorch gives every AccumulateGrad the largest number, so a leaf's gradient is accumulated
+# as soon as it is complete.
+ACCUMULATE_GRAD_SEQUENCE = 2**64 - 1
 
 
 def modified_message(tensor_type: str, shape: list[int], producer: str | None, version: int,
@@ -58,7 +66,7 @@ class RemovableHandle:
 class Node:
     """Base of every backward node; ``type(node).__name__`` is PyTorch's class name."""
 
-    __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks",
+    __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks", "_seq",
                  "__weakref__")
 
     # Set on each generated subclass: the op-table row whose derivatives this node runs.
@@ -90,6 +98,7 @@ class Node:
 def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:
     """Fill the fields every node has: its edges, no saved tensors or hooks yet, and the shape
     and dtype of the array ``output`` it produced (used to reduce and cast its gradient)."""
+    node._seq = next(SEQUENCE)
     node.next_functions = next_functions
     node._saved = None
     node._info = None
@@ -107,6 +116,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable: Tensor) -> None:
         self.variable = variable
         init_node(self, (), variable._data)
+        self._seq = ACCUMULATE_GRAD_SEQUENCE
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"

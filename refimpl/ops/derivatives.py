@@ -36,16 +36,13 @@ def _reduced_count(shape: tuple[int, ...], dim: tuple[int, ...]) -> int:
 
 def _select_reduction_backward(grad: Any, dim: int, indices: Any, shape: tuple[int, ...],
                                keepdim: bool) -> Any:
-    # Gradient of max/min along a dim: the incoming gradient lands at the selected index.
+    # Gradient of max/min along a dim (PyTorch's value_selecting_reduction_backward): the
+    # incoming gradient scattered into zeros at the selected indices (ScatterBackward0).
     if not keepdim and len(shape) > 0:
         grad = grad.unsqueeze(dim)
         indices = indices.unsqueeze(dim)
-    positions = F.arange(shape[dim] if shape else 1, device=grad.device)
-    view = [1] * len(shape)
-    if shape:
-        view[dim % len(shape)] = shape[dim]
-    hit = positions.reshape(view) == indices
-    return F.where(hit, grad, F.zeros((), dtype=grad.dtype, device=grad.device))
+    zeros = F.zeros(shape, dtype=grad.dtype, device=grad.device)
+    return F.apply(SCATTER, (zeros, grad), {"dim": dim, "index": indices})
 
 
 def _evenly_distribute(grad: Any, self: Any, result: Any) -> Any:
@@ -100,19 +97,29 @@ def _pow_self_grad(grad: Any, self: Any, exponent: Any) -> Any:
 
 def _pow_exponent_grad(grad: Any, base: Any, exponent: Any, result: Any) -> Any:
     if not F.is_tensor(base):
+        # PyTorch: grad * (result * log(base)), a Scalar product (mul.Scalar); a zero base
+        # masks where the exponent is not negative.
+        log = math.log(base) if base > 0 else -math.inf if base == 0 else math.nan
         if base == 0:
-            return _masked(grad * result * -math.inf, exponent < 0)
-        return grad * (result * math.log(base))
+            zero = F.zeros((), dtype=grad.dtype, device=grad.device)
+            return grad * F.where(exponent >= 0, zero, scale(log, result))
+        return grad * scale(log, result)
     # PyTorch: grad * where((base == 0) & (exponent >= 0), 0, result * log(base)).
     zero = F.zeros((), dtype=grad.dtype, device=grad.device)
     return grad * F.where((base == 0) & (exponent >= 0), zero, result * base.log())
 
 
 def _maximum_grad(grad: Any, self: Any, other: Any, sign: int) -> Any:
-    # Ties split the gradient evenly, as PyTorch's maximum/minimum derivatives do.
-    win = (self > other) if sign > 0 else (self < other)
-    half = _masked(grad / 2, self == other)
-    return F.where(win, grad, half)
+    # PyTorch: where(self == other, grad / 2, grad).masked_fill_(self < other, 0) for maximum
+    # (self > other for minimum): ties split the gradient evenly.
+    lose = (self < other) if sign > 0 else (self > other)
+    tie = self == other
+    return masked_fill(F.where(tie, divide(grad, 2), grad), lose, 0)
+
+
+def masked_fill(tensor: Any, mask: Any, value: Any) -> Any:
+    """``tensor.masked_fill(mask, value)`` with a number (``MaskedFillBackward0``)."""
+    return F.apply(MASKED_FILL_SCALAR, (tensor,), {"mask": mask, "value": value})
 
 
 # ------------------------------------------------------------------ arithmetic
@@ -121,20 +128,20 @@ ADD = defop(
     "add.Tensor", "AddBackward0",
     lambda xp, self, other, *, alpha=1: self + other if alpha == 1 else self + alpha * other,
     {"self": lambda grad: grad,
-     "other": lambda grad, alpha: grad if alpha == 1 else grad * alpha},
+     "other": lambda grad, alpha: grad if alpha == 1 else scale(alpha, grad)},
     layout="elementwise",
 )
 SUB = defop(
     "sub.Tensor", "SubBackward0",
     lambda xp, self, other, *, alpha=1: self - other if alpha == 1 else self - alpha * other,
     {"self": lambda grad: grad,
-     "other": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+     "other": lambda grad, alpha: -grad if alpha == 1 else scale(alpha, -grad)},
     layout="elementwise",
 )
 RSUB = defop(
     "rsub.Scalar", "RsubBackward1",
     lambda xp, self, *, other, alpha=1: other - self if alpha == 1 else other - alpha * self,
-    {"self": lambda grad, alpha: -grad if alpha == 1 else -grad * alpha},
+    {"self": lambda grad, alpha: -grad if alpha == 1 else scale(alpha, -grad)},
     layout="elementwise",
 )
 SUB_SCALAR = defop(
@@ -248,7 +255,8 @@ DOT = defop(
 MV = defop(
     "mv", "MvBackward0",
     lambda xp, self, vec: self @ vec,
-    {"self": lambda grad, vec: grad.unsqueeze(1) * vec,
+    # PyTorch: grad.outer(vec), which reshapes grad to a column (ViewBackward0).
+    {"self": lambda grad, vec: grad.reshape(-1, 1) * vec,
      "vec": lambda grad, self: self.t().mv(grad)},
 )
 ADDMM = defop(
@@ -347,12 +355,28 @@ TANH_BACKWARD = defop(
     "tanh_backward", "TanhBackwardBackward0",
     lambda xp, grad_output, output: grad_output * (1 - output * output),
     {"grad_output": lambda grad, output: F.apply(TANH_BACKWARD, F.promote((grad, output))[0]),
-     "output": lambda grad, output, grad_output: grad * (-2 * output * grad_output)},
+     "output": lambda grad, output, grad_output: grad * (scale(-2, output) * grad_output)},
     layout="elementwise",
 )
 TANH = defop("tanh", "TanhBackward0", lambda xp, self: xp.tanh(self),
              {"self": lambda grad, result: F.apply(TANH_BACKWARD, F.promote((grad, result))[0])},
              layout="elementwise")
+def _sigmoid_output_grad(grad: Any, output: Any, grad_output: Any) -> Any:
+    # PyTorch: grad * grad_output * (-2 * output + 1). Its C++ evaluates an operator's right
+    # operand first, which numbers the nodes: the factor on the right is recorded first.
+    factor = shift(scale(-2, output), 1)
+    return grad * grad_output * factor
+
+
+def _softmax_double_backward(grad: Any, grad_output: Any, output: Any, dim: int) -> Any:
+    # PyTorch: grad_output * grad - (output * grad_output).sum(dim, true) * grad
+    #          - grad_output * (output * grad).sum(dim, true),
+    # with each operator's right operand recorded first, as its C++ evaluates them.
+    last = grad_output * (output * grad).sum(dim, keepdim=True)
+    middle = (output * grad_output).sum(dim, keepdim=True) * grad
+    return grad_output * grad - middle - last
+
+
 SIGMOID_BACKWARD = defop(
     # sigmoid's gradient as its own op (SigmoidBackwardBackward0 under create_graph).
     "sigmoid_backward", "SigmoidBackwardBackward0",
@@ -360,7 +384,7 @@ SIGMOID_BACKWARD = defop(
     {"grad_output": lambda grad, output:
          F.apply(SIGMOID_BACKWARD, F.promote((grad, output))[0]),
      "output": lambda grad, output, grad_output:
-         grad * grad_output * shift(scale(-2, output), 1)},
+         _sigmoid_output_grad(grad, output, grad_output)},
     layout="elementwise",
 )
 SIGMOID = defop(
@@ -429,7 +453,8 @@ WHERE = defop(
     "where.self", "WhereBackward0",
     lambda xp, self, other, *, condition: xp.where(condition._data, self, other),
     {"self": lambda grad, condition: _masked(grad, condition),
-     "other": lambda grad, condition: _masked(grad, ~condition)},
+     "other": lambda grad, condition:
+         F.where(condition, F.zeros((), dtype=grad.dtype, device=grad.device), grad)},
     layout="elementwise",
 )
 
@@ -437,9 +462,108 @@ MASKED_FILL = defop(
     "masked_fill.Tensor", "MaskedFillBackward1",
     lambda xp, self, value, *, mask: xp.where(mask._data, value, self).astype(self.dtype,
                                                                              copy=False),
-    {"self": lambda grad, mask: _masked(grad, ~mask),
-     "value": lambda grad, mask: _masked(grad, mask).sum()},
+    {"self": lambda grad, mask: masked_fill(grad, mask, 0),
+     "value": lambda grad, mask: F.apply(MASKED_SELECT, (grad,), {"mask": mask}).sum()},
     layout="elementwise",
+)
+MASKED_FILL_SCALAR = defop(
+    "masked_fill.Scalar", "MaskedFillBackward0",
+    lambda xp, self, *, mask, value:
+        xp.where(mask._data, xp.asarray(value, dtype=self.dtype), self),
+    {"self": lambda grad, mask: masked_fill(grad, mask, 0)},
+    layout="elementwise",
+)
+MASKED_SELECT = defop(
+    # The elements of ``self`` where ``mask`` (of the same shape here) is set, as a 1-D tensor.
+    "masked_select", "MaskedSelectBackward0",
+    lambda xp, self, *, mask: self[mask._data],
+    {"self": lambda grad, self_shape, mask:
+         F.apply(MASKED_SCATTER, (F.zeros(self_shape, dtype=grad.dtype, device=grad.device),
+                                  grad), {"mask": mask})},
+)
+
+
+def _masked_scatter(xp: Any, self: Any, source: Any, mask: Any) -> Any:
+    out = self.copy()
+    out[mask] = source.reshape(-1)[:int(mask.sum())]
+    return out
+
+
+MASKED_SCATTER = defop(
+    "masked_scatter", "MaskedScatterBackward0",
+    lambda xp, self, source, *, mask: _masked_scatter(xp, self, source, mask._data),
+    {"self": lambda grad, mask: masked_fill(grad, mask, 0),
+     "source": lambda grad, mask, source_shape:
+         F.apply(MASKED_SELECT, (grad,), {"mask": mask}).reshape(source_shape)},
+)
+
+
+def _scatter(xp: Any, self: Any, dim: int, index: Any, src: Any, value: Any = None,
+             add: bool = False) -> Any:
+    """``self`` with ``src`` (or ``value``) written, or added, at ``index`` along ``dim``.
+
+    Built from comparisons and sums so NumPy and CuPy run the same code: a one-hot of
+    ``index`` against every position of ``dim``, with the written values summed over the
+    index entries (exact for the distinct indices max, min and gather's gradient use; PyTorch
+    leaves the result of scatter with repeated indices unspecified). Where ``index`` is smaller
+    than ``self``, only that leading region is written, as in PyTorch.
+    """
+    zero_d = self.ndim == 0
+    if zero_d:
+        self, index = self.reshape(1), index.reshape(1)
+        src = src.reshape(1) if src is not None else None
+    region = tuple(slice(0, n) for n in index.shape[:dim]) + (slice(None),) + \
+        tuple(slice(0, n) for n in index.shape[dim + 1:])
+    hot = xp.expand_dims(index, -1) == xp.arange(self.shape[dim])
+    if src is None:
+        values = xp.asarray(value, dtype=self.dtype)
+    else:
+        values = xp.expand_dims(src[tuple(slice(0, n) for n in index.shape)], -1)
+    written = xp.moveaxis(xp.where(hot, values, xp.zeros((), self.dtype)).sum(axis=dim), -1, dim)
+    out = self.copy()
+    if add:
+        out[region] += written
+    else:
+        out[region] = xp.where(xp.moveaxis(hot.any(axis=dim), -1, dim), written, out[region])
+    return out.reshape(()) if zero_d else out
+
+
+def _gather(xp: Any, self: Any, dim: int, index: Any) -> Any:
+    if self.ndim == 0:
+        return self.reshape(1)[index.reshape(1)].reshape(())
+    return xp.take_along_axis(self[tuple(slice(0, n) for n in index.shape[:dim])
+                                   + (slice(None),)
+                                   + tuple(slice(0, n) for n in index.shape[dim + 1:])],
+                              index, axis=dim)
+
+
+SCATTER = defop(
+    # PyTorch's formulas scatter a gradient into zeros (max and min along a dim) and gather it
+    # back: rows for those ops give their create_graph gradients PyTorch's nodes.
+    "scatter.src", "ScatterBackward0",
+    lambda xp, self, src, *, dim, index: _scatter(xp, self, dim, index._data, src),
+    {"self": lambda grad, dim, index:
+         F.apply(SCATTER_VALUE, (grad,), {"dim": dim, "index": index, "value": 0}),
+     "src": lambda grad, dim, index: F.apply(GATHER, (grad,), {"dim": dim, "index": index})},
+)
+SCATTER_VALUE = defop(
+    "scatter.value", "ScatterBackward1",
+    lambda xp, self, *, dim, index, value: _scatter(xp, self, dim, index._data, None, value),
+    {"self": lambda grad, dim, index:
+         F.apply(SCATTER_VALUE, (grad,), {"dim": dim, "index": index, "value": 0})},
+)
+SCATTER_ADD = defop(
+    "scatter_add", "ScatterAddBackward0",
+    lambda xp, self, src, *, dim, index: _scatter(xp, self, dim, index._data, src, add=True),
+    {"self": lambda grad: grad,
+     "src": lambda grad, dim, index: F.apply(GATHER, (grad,), {"dim": dim, "index": index})},
+)
+GATHER = defop(
+    "gather", "GatherBackward0",
+    lambda xp, self, *, dim, index: _gather(xp, self, dim, index._data),
+    {"self": lambda grad, self_shape, dim, index:
+         F.apply(SCATTER_ADD, (F.zeros(self_shape, dtype=grad.dtype, device=grad.device), grad),
+                 {"dim": dim, "index": index})},
 )
 
 
@@ -454,17 +578,40 @@ def _log_softmax(xp: Any, x: Any, dim: int) -> Any:
     return shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
 
 
+SOFTMAX_BACKWARD_DATA = defop(
+    # softmax's gradient as its own op (PyTorch's fused kernel), so a create_graph gradient is
+    # one SoftmaxBackwardDataBackward0 over the incoming gradient and softmax's result.
+    "_softmax_backward_data", "SoftmaxBackwardDataBackward0",
+    lambda xp, grad_output, output, *, dim:
+        output * (grad_output - (grad_output * output).sum(axis=dim, keepdims=True)),
+    {"grad_output": lambda grad, output, dim:
+         F.apply(SOFTMAX_BACKWARD_DATA, (grad, output), {"dim": dim}),
+     "output": lambda grad, grad_output, output, dim:
+         _softmax_double_backward(grad, grad_output, output, dim)},
+    layout="contiguous",
+)
 SOFTMAX = defop(
     "_softmax", "SoftmaxBackward0",
     lambda xp, self, *, dim: _softmax(xp, self, dim),
     {"self": lambda grad, result, dim:
-         (grad - (grad * result).sum(dim, keepdim=True)) * result},
+         F.apply(SOFTMAX_BACKWARD_DATA, (grad, result), {"dim": dim})},
+    layout="contiguous",
+)
+LOG_SOFTMAX_BACKWARD_DATA = defop(
+    # log_softmax's gradient as its own op (LogSoftmaxBackwardDataBackward0 under create_graph).
+    "_log_softmax_backward_data", "LogSoftmaxBackwardDataBackward0",
+    lambda xp, grad_output, output, *, dim:
+        grad_output - xp.exp(output) * grad_output.sum(axis=dim, keepdims=True),
+    {"grad_output": lambda grad, output, dim: grad - (grad * output.exp()).sum(dim, keepdim=True),
+     "output": lambda grad, grad_output, output, dim:
+         -grad_output.sum(dim, keepdim=True) * output.exp() * grad},
     layout="contiguous",
 )
 LOG_SOFTMAX = defop(
     "_log_softmax", "LogSoftmaxBackward0",
     lambda xp, self, *, dim: _log_softmax(xp, self, dim),
-    {"self": lambda grad, result, dim: grad - result.exp() * grad.sum(dim, keepdim=True)},
+    {"self": lambda grad, result, dim:
+         F.apply(LOG_SOFTMAX_BACKWARD_DATA, (grad, result), {"dim": dim})},
     layout="contiguous",
 )
 
@@ -506,20 +653,30 @@ PERMUTE = defop(
 UNSQUEEZE = defop("unsqueeze", "UnsqueezeBackward0",
                   lambda xp, self, *, dim: xp.expand_dims(self, dim),
                   {"self": lambda grad, dim: grad.squeeze(dim)}, view=True)
+def _unsqueeze_to(grad: Any, shape: tuple[int, ...], dims: Any) -> Any:
+    """PyTorch's ``unsqueeze_to``: put back each squeezed size-1 dim, in ascending order, one
+    ``unsqueeze`` each (none at all when nothing was squeezed)."""
+    for d in sorted({d % len(shape) for d in dims} if shape else ()):
+        if shape[d] == 1:
+            grad = grad.unsqueeze(d)
+    return grad
+
+
 SQUEEZE = defop("squeeze", "SqueezeBackward0", lambda xp, self: self.reshape(
     tuple(s for s in self.shape if s != 1)),
-    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True)
+    {"self": lambda grad, self_shape: _unsqueeze_to(grad, self_shape, range(len(self_shape)))},
+    view=True)
 SQUEEZE_DIM = defop(
     "squeeze.dim", "SqueezeBackward1",
     lambda xp, self, *, dim: xp.squeeze(self, dim) if self.ndim and self.shape[dim] == 1
     else self[...],
-    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True,
+    {"self": lambda grad, self_shape, dim: _unsqueeze_to(grad, self_shape, (dim,))}, view=True,
 )
 SQUEEZE_DIMS = defop(
     "squeeze.dims", "SqueezeBackward2",
     lambda xp, self, *, dim: xp.squeeze(
         self, tuple(d for d in dim if self.ndim and self.shape[d] == 1)),
-    {"self": lambda grad, self_shape: grad.reshape(self_shape)}, view=True,
+    {"self": lambda grad, self_shape, dim: _unsqueeze_to(grad, self_shape, dim)}, view=True,
 )
 SQUEEZE_INPLACE_DIM = defop(
     # matmul squeezes its 1-D operand's helper dimension away with squeeze_ (SqueezeBackward4).

@@ -209,18 +209,19 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
 
 
 def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
-    """Point every view of ``base`` at its new graph after an in-place write (``written``: the
-    view written through, if any), as PyTorch does: each view's grad_fn becomes
-    ``AsStridedBackward0`` of the base's grad_fn."""
-    views = base._live_views()
-    if written is not None and not any(v is written for v in views):
-        views.append(written)
-    for view in views:
-        if view._no_grad_view or view._multi_output:
-            # Those refuse their grad_fn from now on; they require grad as their base does.
-            view._requires_grad = True
-        else:
-            regenerate_view(base, view)
+    """Point the views of ``base`` at its new graph after an in-place write, as PyTorch does.
+
+    Every view now requires grad. The view written through (``written``) gets its new grad_fn,
+    ``AsStridedBackward0`` of the base's, at once; the others get theirs when it is next asked
+    for (``Tensor._sync_view``), as in PyTorch, which numbers the new node then (the numbers
+    order the backward pass).
+    """
+    for view in base._live_views():
+        view._requires_grad = True
+    if written is not None:
+        written._requires_grad = True
+        if not (written._no_grad_view or written._multi_output):
+            regenerate_view(base, written)
 
 
 def regenerate_view(base: Tensor, view: Tensor) -> None:

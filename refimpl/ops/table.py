@@ -63,7 +63,7 @@ from typing import Any
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import forward_ad, grad_mode
-from refimpl.autograd.graph import FREED, SECOND_BACKWARD, Node, modified_message
+from refimpl.autograd.graph import FREED, SECOND_BACKWARD, SEQUENCE, Node, modified_message
 
 __all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
 
@@ -78,7 +78,7 @@ class OpRow:
 
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
-                 "extra_outputs", "changes_device", "holomorphic", "layout")
+                 "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
@@ -118,6 +118,10 @@ class OpRow:
             spec = tuple(self._arg_source(name, arg, i)
                          for arg in list(inspect.signature(formula).parameters)[1:])
             self.formulas.append((formula, spec))
+        # PyTorch's generated nodes run their formulas in the sorted order of the input names
+        # (``other`` before ``self``); under create_graph that order numbers the nodes the
+        # formulas record, which orders the next backward pass.
+        self.formula_order = sorted(range(len(self.inputs)), key=self.inputs.__getitem__)
         # After reading its signature: NaN and inf come out silently, as in PyTorch.
         self.forward = _backend.quiet(forward)
         self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
@@ -165,13 +169,14 @@ class OpRow:
             grads = list(formula(grad, *args))
             return [g if e[0] is not None else None
                     for g, e in zip(grads, node.next_functions, strict=True)]
-        out: list[Tensor | None] = []
-        for edge, entry in zip(node.next_functions, self.formulas, strict=True):
-            if edge[0] is None or entry is None:
-                out.append(None)
+        out: list[Tensor | None] = [None] * len(self.formulas)
+        edges = node.next_functions
+        for i in self.formula_order:
+            entry = self.formulas[i]
+            if edges[i][0] is None or entry is None:
                 continue
             formula, spec = entry
-            out.append(formula(grad, *[_resolve(node, s) for s in spec]))
+            out[i] = formula(grad, *[_resolve(node, s) for s in spec])
         return out
 
     def __repr__(self) -> str:
@@ -408,6 +413,9 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     """Make ``result``'s node. ``before``: the inputs' edges and versions taken before an
     in-place write changed them (they name the graph and data the op actually read)."""
     node = row.node_cls()
+    # Numbered before its edges are taken, which may regenerate a view's grad_fn (PyTorch
+    # creates the node first too).
+    node._seq = next(SEQUENCE)
     node.next_functions = before[0] if before is not None else tuple([edge(t) for t in tensors])
     node._pre_hooks = None
     node._shape = result._data.shape

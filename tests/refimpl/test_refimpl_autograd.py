@@ -9,6 +9,7 @@ import pytest
 from refimpl_helpers import run_program
 
 import refimpl
+from refimpl.autograd.graph import init_node
 from refimpl.ops import derivatives as D
 
 torch = pytest.importorskip("torch", reason="PyTorch is the oracle these tests compare with")
@@ -202,15 +203,9 @@ def test_million_node_graph_backward_is_iterative() -> None:
     """A chain of 1,000,001 nodes: no RecursionError, in building, backward or freeing."""
     x = refimpl.tensor(1.0, requires_grad=True)
     acc = x._grad_accumulator()
-    node = D.NEG.node_cls()
-    node.next_functions = ((acc, 0),)
-    node._saved = node._info = node._pre_hooks = None
-    node._shape, node._dtype = acc._shape, acc._dtype
+    node = init_node(D.NEG.node_cls(), ((acc, 0),), x._data)
     for _ in range(1_000_000):
-        nxt = D.NEG.node_cls()
-        nxt.next_functions = ((node, 0),)
-        nxt._saved = nxt._info = nxt._pre_hooks = None
-        nxt._shape, nxt._dtype = acc._shape, acc._dtype
+        nxt = init_node(D.NEG.node_cls(), ((node, 0),), x._data)
         node = nxt
     from refimpl.autograd.engine import run_backward
 

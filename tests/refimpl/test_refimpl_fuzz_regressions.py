@@ -585,3 +585,46 @@ b.requires_grad_(False)
 seen.append(flags(b, w, c))
 (w * 2).sum().backward()
 """, "seen", "graph(c)", "b.grad", "w.grad")
+
+
+def test_backward_runs_ready_nodes_in_torch_order() -> None:
+    # Hooks fire as their nodes run: the latest-created ready node first, leaves at once, and
+    # several ready leaves in the order PyTorch's binary heap leaves them.
+    _agree("""
+log = []
+def hook(name):
+    return lambda grad: log.append(name)
+
+def run(*tensors):
+    for name, t in tensors:
+        t.register_hook(hook(name))
+
+x = torch.rand(2, requires_grad=True)
+w = torch.rand(2, requires_grad=True)
+b = x * 3
+a = x * w
+run(("a", a), ("b", b), ("x", x), ("w", w))
+(a + b).sum().backward()
+leaves = [torch.rand(2, requires_grad=True) for _ in range(6)]
+run(*[(f"l{i}", t) for i, t in enumerate(leaves)])
+(leaves[0] * leaves[1] + leaves[2] * leaves[3] * leaves[4] + leaves[5]).sum().backward()
+torch.stack(leaves).sum().backward()
+torch.autograd.backward(leaves, [torch.ones(2)] * 6)
+torch.autograd.backward([t * 2 for t in leaves[::-1]], [torch.ones(2)] * 6)
+""", "log")
+
+
+def test_create_graph_gradients_record_formulas_in_torch_order() -> None:
+    # Formulas run in the sorted order of their input names, and the terms of one formula in
+    # PyTorch's evaluation order: the sums the next backward records follow.
+    _agree("""
+x = torch.rand(2, 3, requires_grad=True)
+y = torch.rand(3, 2, requires_grad=True)
+go = torch.rand(2, 3, requires_grad=True)
+g, = torch.autograd.grad(x.softmax(dim=1), [x], go, create_graph=True)
+gx, = torch.autograd.grad((g * g).sum(), [x], create_graph=True)
+hx, = torch.autograd.grad((gx * gx).sum(), [x], create_graph=True)
+m = x.mm(y)
+ga, gb = torch.autograd.grad(m, [x, y], torch.ones(2, 2, requires_grad=True), create_graph=True)
+gm = torch.autograd.grad((ga * ga).sum() + (gb * gb).sum(), [x, y], create_graph=True)
+""", "graph(gx)", "graph(hx)", "[graph(t) for t in gm]")

@@ -62,3 +62,25 @@ def test_case_node_name_is_pytorchs(case: OpCase) -> None:
     assert type(case.fn(torch, *ins).grad_fn).__name__ == case.node
     ours = [refimpl.tensor(a, requires_grad=True) for a in case.arrays()]
     assert type(case.fn(refimpl, *ours).grad_fn).__name__ == case.node
+
+
+def _gradient_graphs(lib: Any, case: OpCase, arrays: list[np.ndarray], v: np.ndarray) -> list:
+    ins = [lib.tensor(a, requires_grad=True) for a in arrays]
+    out = case.fn(lib, *ins)
+    go = lib.tensor(v).to(out.dtype).requires_grad_()
+    grads = lib.autograd.grad(out, ins, go, create_graph=True, allow_unused=True)
+    live = [g for g in grads if g is not None and g.requires_grad]
+    gg = lib.autograd.grad(sum((g * g).sum() for g in live), [go, *ins], allow_unused=True,
+                           create_graph=True) if live else ()
+    return [graph(g) if g is not None else None for g in (*grads, *gg)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_gradient_graphs_follow_torch_formulas(case: OpCase) -> None:
+    """With a gradient that requires grad, a create_graph gradient records the nodes of
+    PyTorch's formula for it, and so does the next order."""
+    arrays = case.arrays()
+    with torch.no_grad():
+        shape = case.fn(torch, *[torch.tensor(a) for a in arrays]).shape
+    v = np.random.default_rng(3).uniform(-1, 1, tuple(shape))
+    assert _gradient_graphs(refimpl, case, arrays, v) == _gradient_graphs(torch, case, arrays, v)
