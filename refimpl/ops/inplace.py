@@ -26,7 +26,7 @@ from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
-from refimpl.ops.table import _record, apply, defop, edge
+from refimpl.ops.table import _record, apply, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
            "clamp_",
@@ -64,47 +64,51 @@ def replay_on_tensor(t: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tens
     return t
 
 
-def _scatter_forward(xp: Any, self: Any, src: Any, *, steps: Any) -> Any:
-    out = self.copy()
-    replay_on_array(xp, out, steps)[...] = src
-    return out
-
-
-VIEW_SCATTER = defop(
-    # ``self`` with the region ``steps`` selects replaced by ``src`` (PyTorch's as_strided_scatter).
-    "as_strided_scatter", "AsStridedScatterBackward0", _scatter_forward,
-    {"self": lambda grad, src_shape, steps:
-         view_scatter(grad, F.zeros(src_shape, dtype=grad.dtype, device=grad.device), steps),
-     "src": lambda grad, steps: replay_on_tensor(grad, steps)},
-)
-
-
-def view_scatter(base: Tensor, src: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
-    tensors, arrays = F.promote((base, src))
-    return apply(VIEW_SCATTER, tensors, {"steps": steps}, arrays)
+def _as_strided(base: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
+    """The view of ``base`` that ``steps`` select (all of it for none) as PyTorch's
+    ``as_strided`` takes it: recorded, when ``base`` requires grad, as ``AsStridedBackward0``."""
+    view = replay_on_tensor(base, steps or [(D.VIEW, {"size": base.shape})])
+    if view._grad_fn is not None:
+        regenerate_view(base, view)
+    return view
 
 
 class CopySlices(Node):
-    """The base's node after an in-place op wrote through one of its views."""
+    """The base's node after an in-place op wrote through one of its views.
+
+    Its backward is PyTorch's, op for op, so that under create_graph it records the same nodes:
+    the gradient is copied into a new tensor (``CopyBackwards``), the op's node runs on a clone
+    of the written region (an ``AsStridedBackward0`` view, cloned), and the gradient it gives
+    the region is copied back into it (a ``CopySlices`` of its own).
+    """
 
     __slots__ = ("fn", "_steps")
 
     def apply(self, grad: Tensor) -> list[Tensor | None]:
-        region = replay_on_tensor(grad, self._steps)
-        grads = self.fn.apply(region)
-        inner = grads[0] if grads and grads[0] is not None else \
-            F.zeros(region.shape, dtype=grad.dtype, device=grad.device)
-        return [view_scatter(grad, inner, self._steps), *grads[1:]]
+        result = F.zeros(self._shape, dtype=grad.dtype, device=grad.device)
+        copy_(result, grad)
+        region = _as_strided(result, self._steps)
+        grads = self.fn.apply(F.clone(region))
+        if not grads or grads[0] is None:
+            # PyTorch skips an undefined gradient for the region: the base gets none.
+            return [None, *grads[1:]]
+        copy_(region, grads[0])
+        return [result, *grads[1:]]
 
 
 class AsStridedBackward0(Node):
-    """The node of a view written in place: its gradient lands in the base's region."""
+    """The node of a view written in place: its gradient lands in the base's region.
+
+    As in PyTorch's ``as_strided_backward``: the gradient is copied into its region of zeros
+    shaped like the base, and the whole is returned as an ``as_strided`` view of them.
+    """
 
     __slots__ = ("_steps", "_base_shape")
 
     def apply(self, grad: Tensor) -> list[Tensor | None]:
-        zeros = F.zeros(self._base_shape, dtype=grad.dtype, device=grad.device)
-        return [view_scatter(zeros, grad, self._steps)]
+        storage = F.zeros(self._base_shape, dtype=grad.dtype, device=grad.device)
+        copy_(_as_strided(storage, self._steps), grad)
+        return [_as_strided(storage, [])]
 
 
 def _check_leaf(self: Tensor) -> None:

@@ -135,7 +135,7 @@ def _inplace(name: str) -> Any:
     return method
 
 
-for _name in ("sum", "mean", "max", "min", "argmax", "argmin", "__add__", "__radd__",
+for _name in ("sum", "mean", "max", "min", "any", "argmax", "argmin", "__add__", "__radd__",
               "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
               "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__",
               "__abs__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
@@ -173,7 +173,7 @@ _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where"
               "minimum", "clip", "swapaxes", "transpose", "expand_dims", "squeeze",
               "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "full_like",
               "dot", "logical_not", "ones", "full", "conj", "negative", "dtype",
-              "ascontiguousarray")
+              "ascontiguousarray", "arange", "moveaxis", "take_along_axis")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
 
