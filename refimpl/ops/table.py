@@ -78,7 +78,8 @@ class OpRow:
 
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
-                 "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order")
+                 "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order",
+                 "unpack_order")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
@@ -122,6 +123,11 @@ class OpRow:
         # (``other`` before ``self``); under create_graph that order numbers the nodes the
         # formulas record, which orders the next backward pass.
         self.formula_order = sorted(range(len(self.inputs)), key=self.inputs.__getitem__)
+        # They unpack (and version-check) every saved tensor first: the inputs in sorted name
+        # order, then the result. That order picks the error when several were modified.
+        self.unpack_order = sorted(range(len(self.saved_names)),
+                                   key=lambda k: (self.saved_names[k] == "result",
+                                                  self.saved_names[k]))
         # After reading its signature: NaN and inf come out silently, as in PyTorch.
         self.forward = _backend.quiet(forward)
         self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
@@ -169,6 +175,11 @@ class OpRow:
             grads = list(formula(grad, *args))
             return [g if e[0] is not None else None
                     for g, e in zip(grads, node.next_functions, strict=True)]
+        saved = node._saved
+        if saved and len(self.unpack_order) > 1:
+            for k in self.unpack_order:
+                if saved[k] is not None:
+                    unpack_saved(node, saved[k])
         out: list[Tensor | None] = [None] * len(self.formulas)
         edges = node.next_functions
         for i in self.formula_order:

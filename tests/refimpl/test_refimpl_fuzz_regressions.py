@@ -628,3 +628,30 @@ m = x.mm(y)
 ga, gb = torch.autograd.grad(m, [x, y], torch.ones(2, 2, requires_grad=True), create_graph=True)
 gm = torch.autograd.grad((ga * ga).sum() + (gb * gb).sum(), [x, y], create_graph=True)
 """, "graph(gx)", "graph(hx)", "[graph(t) for t in gm]")
+
+
+def test_version_error_names_saved_tensors_in_unpack_order() -> None:
+    # A node unpacks its saved inputs in the sorted order of their names, then its result.
+    _agree("""
+def attempt(build):
+    try:
+        build()
+    except RuntimeError as exc:
+        return str(exc)
+
+def binary(op, shapes, modify):
+    def build():
+        a = torch.rand(*shapes[0], requires_grad=True).exp()
+        b = torch.rand(*shapes[1], requires_grad=True).sin()
+        z = op(a, b)
+        for name in modify:
+            {"a": a, "b": b, "z": z}[name].add_(1)
+        z.sum().backward()
+    return build
+
+results = [attempt(binary(op, shapes, modify)) for op, shapes in [
+    (lambda a, b: a * b, ((2, 1), (3,))), (lambda a, b: a / b, ((2, 1), (3,))),
+    (lambda a, b: a.mm(b), ((2, 3), (3, 4))), (lambda a, b: a ** b, ((2, 1), (3,))),
+    (torch.maximum, ((2,), (2,)))] for modify in (("a", "b"), ("b", "a"))]
+results += [attempt(binary(lambda a, b: a ** b, ((2, 1), (3,)), m)) for m in (("a", "z"), ("b", "z"))]
+""", "results")
