@@ -653,5 +653,6 @@ results = [attempt(binary(op, shapes, modify)) for op, shapes in [
     (lambda a, b: a * b, ((2, 1), (3,))), (lambda a, b: a / b, ((2, 1), (3,))),
     (lambda a, b: a.mm(b), ((2, 3), (3, 4))), (lambda a, b: a ** b, ((2, 1), (3,))),
     (torch.maximum, ((2,), (2,)))] for modify in (("a", "b"), ("b", "a"))]
-results += [attempt(binary(lambda a, b: a ** b, ((2, 1), (3,)), m)) for m in (("a", "z"), ("b", "z"))]
+results += [attempt(binary(lambda a, b: a ** b, ((2, 1), (3,)), m))
+            for m in (("a", "z"), ("b", "z"))]
 """, "results")
