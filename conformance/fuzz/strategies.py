@@ -302,7 +302,8 @@ def unary(draw: Draw, state: _State) -> str | None:
         ]
     if t.bound <= 10:
         choices += [("exp", f"{t.name}.exp()", math.exp(t.bound), True),
-                    ("torch.exp", f"torch.exp({t.name})", math.exp(t.bound), True)]
+                    ("torch.exp", f"torch.exp({t.name})", math.exp(t.bound), True),
+                    (None, f"2.0 ** {t.name}", 2.0 ** t.bound, True)]
     positive, pbound = _positive_form(t)
     choices += [
         ("torch.log", f"torch.log({positive})", max(20.0, math.log(pbound)), False),
@@ -341,7 +342,16 @@ def binary(draw: Draw, state: _State) -> str | None:
          max(a.bound, b.bound), a.positive and b.positive),
         ("sub", f"{a.name}.sub({b.name})", a.bound + b.bound, False),
         ("div", f"{a.name}.div({positive})", a.bound * 2.0, a.positive),
+        ("torch.maximum", f"torch.maximum({a.name}, {b.name})", max(a.bound, b.bound),
+         a.positive or b.positive),
+        ("torch.minimum", f"torch.minimum({a.name}, {b.name})", max(a.bound, b.bound),
+         a.positive and b.positive),
     ]
+    if b.bound <= 3:
+        # A tensor exponent (PowBackward1) on a base kept positive and away from 0.
+        base, base_bound = _positive_form(a)
+        choices.append(("pow", f"{base}.pow({b.name})", max(base_bound, 2.0) ** b.bound, True))
+
     if a.shape == b.shape:
         # Losses reduce to a scalar (mean by default); shapes must agree or they warn.
         choices += [
