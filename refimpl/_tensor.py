@@ -7,7 +7,6 @@ call it are bound at the end of ``refimpl.ops.functional``.
 
 from __future__ import annotations
 
-import re
 import warnings
 import weakref
 from typing import Any
@@ -50,10 +49,12 @@ def check_no_internal_overlap(array: Any) -> None:
 
 def no_grad_view_message(view: Tensor, indirect: bool) -> str:
     """PyTorch's error for an in-place write involving a view created in no_grad mode."""
+    from refimpl.autograd.graph import message_name
+
     modified = "its base or another view of its base has been" if indirect else "is being"
     if view._grad_fn is not None:
-        name = re.sub(r"Backward\d*$", "", type(view._grad_fn).__name__)
-        prefix = f"Output 0 of {name} is a view of a view which was created in"
+        prefix = f"Output 0 of {message_name(view._grad_fn)} is a view of a view which was " \
+                 "created in"
     else:
         prefix = "A view was created in"
     return (f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled. "
@@ -66,6 +67,8 @@ def no_grad_view_message(view: Tensor, indirect: bool) -> str:
 def multi_output_view_message(view: Tensor, indirect: bool) -> str:
     """PyTorch's error for an in-place write involving one of the views a single call returned
     (``unbind``, ``iter(tensor)``), or a view of one."""
+    from refimpl.autograd.graph import message_name
+
     modified = "its base or another view of its base has been" if indirect else "is being"
     fn = view._grad_fn
     if fn is None:  # taken while nothing required grad
@@ -74,8 +77,8 @@ def multi_output_view_message(view: Tensor, indirect: bool) -> str:
     else:
         _, row, params = view._view_fn
         output = params["index"] if row.multi_output else 0
-        name = re.sub(r"Backward\d*$", "", type(fn).__name__)
-        head = f"Output {output} of {name} is a view and {modified} modified inplace."
+        head = f"Output {output} of {message_name(fn)} is a view and {modified} modified " \
+               "inplace."
     return (f"{head} This view is the output of a function that returns multiple views. Such "
             "functions do not allow the output views to be modified inplace. You should replace "
             "the inplace operation by an out-of-place one.")
@@ -101,7 +104,7 @@ class Tensor:
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
-                 "_no_grad_view", "_multi_output", "_attr_version",
+                 "_no_grad_view", "_multi_output", "_attr_version", "_output_nr",
                  # A view's own requires_grad flag (set by requires_grad_() on it), which
                  # PyTorch keeps apart from its base's: it gives a view without a grad_fn a
                  # gradient accumulator of its own.
@@ -244,8 +247,15 @@ class Tensor:
             return
         if self._base is not None:
             self._sync_view()
-        self._grad_fn.register_prehook(_RetainGrad(self))
+        self._grad_fn.register_prehook(self._hook_entry(_RetainGrad(self)))
         self._retains_grad = True
+
+    def _hook_entry(self, hook: Any) -> Any:
+        """``hook`` as this tensor's grad_fn keeps it: on one output of a node with several,
+        it is bound to this tensor's output number."""
+        from refimpl.autograd.graph import OutputHook
+
+        return OutputHook(self._output_nr, hook) if self._grad_fn._multi_output else hook
 
     def register_hook(self, hook: Any) -> Any:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
@@ -266,8 +276,11 @@ class Tensor:
             if node._pre_hooks is None:
                 node._pre_hooks = []
             hooks = node._pre_hooks
-            # retain_grad's hook runs last, so .grad sees what the other hooks returned.
-            at = len(hooks) - 1 if hooks and type(hooks[-1]) is _RetainGrad else len(hooks)
+            # retain_grad's hooks run last, so .grad sees what the other hooks returned.
+            at = len(hooks)
+            while at and _is_retain(hooks[at - 1]):
+                at -= 1
+            hook = self._hook_entry(hook)
             hooks.insert(at, hook)
         return RemovableHandle(hooks, hook)
 
@@ -283,7 +296,7 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
-        # What AccumulateGrad (and a retained non-leaf) does with an incoming gradient: a fresh
+        # What AccumulateGrad does with an incoming gradient: a fresh
         # copy the first time (or the gradient itself when the engine says nothing else holds
         # it, as PyTorch steals it), then in place, or out of place when building a graph.
         from refimpl.autograd import grad_mode
@@ -513,10 +526,20 @@ class _RetainGrad:
     def __init__(self, tensor: Tensor) -> None:
         self._ref = weakref.ref(tensor)
 
-    def __call__(self, grad: Tensor) -> None:
+    def __call__(self, grad: Tensor | None) -> None:
         t = self._ref()
-        if t is not None and t._retains_grad:
-            t._accumulate_grad(grad)
+        if t is not None and t._retains_grad and grad is not None:
+            # Unlike a leaf's AccumulateGrad, PyTorch's hook never writes into .grad: it stores
+            # a clone (recorded under create_graph), then replaces .grad by the sum.
+            from refimpl.ops import functional as F
+
+            t._grad = F.clone(grad) if t._grad is None else t._grad + grad
+
+
+def _is_retain(hook: Any) -> bool:
+    from refimpl.autograd.graph import OutputHook
+
+    return type(hook.hook if type(hook) is OutputHook else hook) is _RetainGrad
 
 
 def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
@@ -552,6 +575,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._multi_output = False
     t._view_requires_grad = False
     t._attr_version = 0
+    t._output_nr = 0
     return t
 
 

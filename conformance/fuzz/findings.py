@@ -10,6 +10,7 @@ topic when the bug is fixed.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import yaml
 
 from conformance.case import Case
 from conformance.engines.base import Engine
+from conformance.executor import stage
 from conformance.fuzz.differential import (
     Mismatch,
     RaisedObservation,
@@ -92,6 +94,8 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
         if record.warnings:
             entry["warns"] = [{"type": kind, "message": text} for kind, text in record.warnings]
         steps.append(entry)
+        if index == mismatch.step:
+            steps += _raising_observations(record, differing)
     case: dict[str, Any] = {
         "id": case_id,
         "rule": f"{other.name} agrees with {reference.name} on every observation of this "
@@ -106,6 +110,18 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
     yaml_text = dump_cases([case])
     repro = repro_script(Case.from_dict(case), other, program.seed, mismatch.step)
     return Finding(program, mismatch, reference.name, other.name, case, yaml_text, repro)
+
+
+def _raising_observations(record: StepRecord, differing: set[str]) -> list[dict[str, Any]]:
+    """A step per differing observation that raised on the reference: the expression run as a
+    statement that must raise the same error (an `expect` cannot say that observing raises)."""
+    steps = []
+    for key, value in record.observations.items():
+        if key in differing and isinstance(value, RaisedObservation):
+            statement = ast.parse(key).body[0]
+            steps.append({"run": key, "raises": {"type": value.type, "stage": stage(statement),
+                                                 "message": value.message}})
+    return steps
 
 
 def write_finding(finding: Finding, out: Path = DEFAULT_OUT) -> Finding:

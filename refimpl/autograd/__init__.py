@@ -51,7 +51,8 @@ def _input_targets(inputs: list[Any], for_backward: bool) -> list[Any]:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         if t._base is not None:
             t._sync_view()  # PyTorch reads the input's up-to-date grad_fn, which may refuse
-        targets.append(t._grad_fn if t._grad_fn is not None else t._grad_accumulator())
+        targets.append((t._grad_fn, t._output_nr) if t._grad_fn is not None
+                       else (t._grad_accumulator(), 0))
     return targets
 
 
@@ -116,8 +117,8 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     captured = run_backward(roots_of(outs), grads, retain_graph=retain_graph,
                             create_graph=create_graph, capture=targets, accumulate=False)
     result: list[Tensor | None] = []
-    for i, (t, node) in enumerate(zip(ins, targets, strict=True)):
-        g = captured.get(node)
+    for i, (t, target) in enumerate(zip(ins, targets, strict=True)):
+        g = captured.get(target)
         if g is None:
             if not allow_unused:
                 raise RuntimeError(

@@ -103,7 +103,7 @@ class ReadyQueue:
 def _discover(roots: Sequence[Node]) -> dict[Node, int]:
     """Dependency count of every node reachable from ``roots``."""
     deps: dict[Node, int] = {}
-    stack = list(roots)
+    stack = list(dict.fromkeys(roots))
     seen = set(roots)
     while stack:
         node = stack.pop()
@@ -138,37 +138,59 @@ def _needed(roots: Sequence[Node], deps: dict[Node, int], targets: set[Node]) ->
     return needed
 
 
-def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_graph: bool,
-                 create_graph: bool, capture: Sequence[Node] | None = None,
-                 accumulate: bool = True) -> dict[Node, Tensor]:
-    """Propagate ``root_grads`` from ``roots`` through the graph.
+Edge = tuple[Node, int]
+
+
+def _add(buffers: dict[Node, Any], edge: Edge, g: Tensor) -> Tensor:
+    """Sum ``g`` into the buffer of ``edge``'s node (the slot of its output, for a node with
+    several) and return the buffered gradient; the earlier gradient comes first, as in
+    PyTorch."""
+    node, nr = edge
+    if node._multi_output:
+        slots = buffers.get(node)
+        if slots is None:
+            slots = buffers[node] = [None] * node._outputs
+        old = slots[nr]
+        slots[nr] = g = g if old is None else old + g
+        return g
+    old = buffers.get(node)
+    buffers[node] = g = g if old is None else old + g
+    return g
+
+
+def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_graph: bool,
+                 create_graph: bool, capture: Sequence[Edge] | None = None,
+                 accumulate: bool = True) -> dict[Edge, Tensor]:
+    """Propagate ``root_grads`` from the ``roots`` edges (node, output number) through the graph.
 
     With ``capture`` (``autograd.grad``, ``backward(inputs=...)``) only nodes leading to those
-    nodes run, and the gradient arriving at each captured node is returned. ``accumulate``
+    edges run, and the gradient arriving at each captured edge is returned. ``accumulate``
     False means ``AccumulateGrad`` nodes are not run (``autograd.grad`` leaves ``.grad`` alone).
+    A node with several outputs (``UnbindBackward0``) buffers one gradient per output, None
+    where none arrived, and gets them as a list.
     """
-    deps = _discover(roots)
-    targets = set(capture) if capture is not None else None
-    needed = _needed(roots, deps, targets) if targets is not None else None
-    buffers: dict[Node, Tensor | None] = {}
+    root_nodes = [node for node, _ in roots]
+    deps = _discover(root_nodes)
+    targets = {node for node, _ in capture} if capture is not None else None
+    target_edges = set(capture) if capture is not None else None
+    needed = _needed(root_nodes, deps, targets) if targets is not None else None
+    buffers: dict[Node, Any] = {}
     # Nodes whose buffered gradient no other tensor shares (a new array from a formula or a
     # sum, or a view of such an array passed down a single edge): an AccumulateGrad may keep
     # it instead of copying, as PyTorch steals a gradient nobody else references.
     owned: set[Node] = set()
-    captured: dict[Node, Tensor] = {}
+    captured: dict[Edge, Tensor] = {}
     prev_mode = grad_mode._state.enabled
     grad_mode._state.enabled = create_graph
     try:
         for root, g in zip(roots, root_grads, strict=True):
-            g = _validate(g, root)
-            old = buffers.get(root)
-            buffers[root] = g if old is None else old + g
-        root_set = set(roots)
+            _add(buffers, root, _validate(g, root[0]))
+        root_set = set(root_nodes)
         ready = ReadyQueue()
         # Several roots hang off one GraphRoot node whose edges count as dependencies: a root
         # is ready at its last edge, in edge order.
-        last = {r: i for i, r in enumerate(roots)}
-        for i, r in enumerate(roots):
+        last = {r: i for i, r in enumerate(root_nodes)}
+        for i, r in enumerate(root_nodes):
             if last[r] == i and deps.get(r, 0) == 0:
                 ready.push(r)
         while ready:
@@ -176,15 +198,21 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
             grad = buffers.pop(node, None)
             grad_owned = node in owned
             owned.discard(node)
-            run = grad is not None and (needed is None or node in needed)
+            multi = node._multi_output
+            arrived = grad is not None and (not multi or any(g is not None for g in grad))
+            run = arrived and (needed is None or node in needed)
             is_leaf = type(node) is AccumulateGrad
             if run and targets is not None and not is_leaf and node in targets:
-                captured[node] = grad  # PyTorch captures a non-leaf's gradient before its hooks
+                # PyTorch captures a non-leaf's gradient before its hooks.
+                _capture(captured, target_edges, node, grad)
             # Tensor hooks (retain_grad's too) also see the gradient of a root that
             # autograd.grad does not need to run, as in PyTorch (no other unneeded node gets one).
             hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
-                if run or (grad is not None and node in root_set) else None
-            if hooks:
+                if run or (arrived and node in root_set) else None
+            if hooks and multi:
+                for hook in hooks:
+                    hook.run(grad)
+            elif hooks:
                 for hook in hooks:
                     new = hook(grad)
                     if new is not None:
@@ -192,7 +220,7 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                         grad_owned = False
             if run and targets is not None:
                 if is_leaf and node in targets:
-                    captured[node] = grad
+                    _capture(captured, target_edges, node, grad)
                 if is_leaf:
                     run = accumulate
                 else:  # run only to reach targets further down
@@ -211,20 +239,24 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
                 # nodes past it never become ready.
                 continue
             single = grad_owned and len(node.next_functions) == 1
-            for i, (nxt, _) in enumerate(node.next_functions):
+            for i, edge in enumerate(node.next_functions):
+                nxt = edge[0]
                 if nxt is None:
                     continue
                 g = grads[i] if run else None
                 if g is not None:
                     g = _validate(g, nxt)
-                    old = buffers.get(nxt)
-                    if old is not None:
-                        g = old + g
-                    buffers[nxt] = g
-                    if _owned(g, grad, single, old is not None):
-                        owned.add(nxt)
+                    if nxt._multi_output:
+                        _add(buffers, edge, g)
                     else:
-                        owned.discard(nxt)
+                        old = buffers.get(nxt)
+                        if old is not None:
+                            g = old + g
+                        buffers[nxt] = g
+                        if _owned(g, grad, single, old is not None):
+                            owned.add(nxt)
+                        else:
+                            owned.discard(nxt)
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0:
@@ -232,6 +264,15 @@ def run_backward(roots: Sequence[Node], root_grads: Sequence[Tensor], *, retain_
     finally:
         grad_mode._state.enabled = prev_mode
     return captured
+
+
+def _capture(captured: dict[Edge, Tensor], edges: set[Edge], node: Node, grad: Any) -> None:
+    if node._multi_output:
+        for nr, g in enumerate(grad):
+            if (node, nr) in edges and g is not None:
+                captured[(node, nr)] = g
+    else:
+        captured[(node, 0)] = grad
 
 
 def _hook_result(hook: Any, grad: Tensor, new: Any) -> Tensor:
@@ -248,9 +289,11 @@ def _hook_name(hook: Any) -> str:
     return getattr(hook, "__name__", type(hook).__name__)
 
 
-def roots_of(outputs: Sequence[Tensor]) -> list[Node]:
-    """The node each output's gradient enters: its grad_fn, or its AccumulateGrad for a leaf."""
-    return [t._grad_fn if t._grad_fn is not None else t._grad_accumulator() for t in outputs]
+def roots_of(outputs: Sequence[Tensor]) -> list[Edge]:
+    """The edge each output's gradient enters: its grad_fn (at its output number), or its
+    AccumulateGrad for a leaf."""
+    return [(t._grad_fn, t._output_nr) if t._grad_fn is not None else (t._grad_accumulator(), 0)
+            for t in outputs]
 
 
 def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[Tensor]:

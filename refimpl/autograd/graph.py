@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE"]
+__all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
+           "OutputHook"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -35,6 +36,13 @@ SEQUENCE = itertools.count()
 # PyTorch gives every AccumulateGrad the largest number, so a leaf's gradient is accumulated
 # as soon as it is complete.
 ACCUMULATE_GRAD_SEQUENCE = 2**64 - 1
+
+
+def message_name(node: Node) -> str:
+    """A node's name as PyTorch's error messages print it: without "Backward" and without an
+    overload number 0 (MulBackward0 reads "Mul", SqueezeBackward1 "Squeeze1")."""
+    head, _, overload = type(node).__name__.partition("Backward")
+    return head + ("" if overload == "0" else overload)
 
 
 def modified_message(tensor_type: str, shape: list[int], producer: str | None, version: int,
@@ -71,6 +79,10 @@ class Node:
 
     # Set on each generated subclass: the op-table row whose derivatives this node runs.
     _row: Any = None
+    # A node with several outputs (UnbindBackward0) gets one gradient per output, as a list
+    # with None where none arrived, and its tensor hooks are OutputHooks.
+    _multi_output = False
+    _outputs = 1
 
     def name(self) -> str:
         """The node's name as ``grad_fn.name()`` returns it in PyTorch."""
@@ -93,6 +105,25 @@ class Node:
     def apply(self, grad: Tensor) -> list[Tensor | None]:
         """Gradients for each entry of ``next_functions`` (``None`` where none is needed)."""
         return self._row.backward(self, grad)
+
+
+class OutputHook:
+    """A tensor hook on one output of a node with several: it sees that output's gradient,
+    None when none arrived (PyTorch calls it anyway), and may replace it."""
+
+    __slots__ = ("output_nr", "hook")
+
+    def __init__(self, output_nr: int, hook: Any) -> None:
+        self.output_nr = output_nr
+        self.hook = hook
+
+    def run(self, grads: list[Any]) -> None:
+        from refimpl.autograd.engine import _hook_result
+
+        grad = grads[self.output_nr]
+        new = self.hook(grad)
+        if new is not None:
+            grads[self.output_nr] = new if grad is None else _hook_result(self.hook, grad, new)
 
 
 def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:

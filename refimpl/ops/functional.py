@@ -16,6 +16,7 @@ from typing import Any
 
 from refimpl import _backend, _creation, _dtype
 from refimpl._tensor import Tensor, wrap
+from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops.table import apply, same_device
 
@@ -689,13 +690,37 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
     return apply(D.SELECT, (input,), {"dim": d, "index": index % size})
 
 
+class UnbindBackward0(Node):
+    """The one node of all the pieces unbind returns, one output each: its backward stacks
+    their gradients (zeros where one got none), as PyTorch's ``unbind_backward`` does."""
+
+    __slots__ = ("_dim", "_outputs")
+    _multi_output = True
+
+    def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        some = next(g for g in grads if g is not None)
+        filler = zeros((), dtype=some.dtype, device=some.device).expand(some.shape)
+        return [stack([filler if g is None else g for g in grads], self._dim)]
+
+
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    """The slices along ``dim`` as a tuple of views (``UnbindBackward0``)."""
+    """The slices along ``dim`` as a tuple of views, outputs of one ``UnbindBackward0``."""
     if input.dim() == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, input.dim())
-    return tuple(apply(D.UNBIND, (input,), {"dim": d, "index": i})
-                 for i in range(input._data.shape[d]))
+    pieces = tuple(apply(D.UNBIND, (input,), {"dim": d, "index": i})
+                   for i in range(input._data.shape[d]))
+    if pieces and pieces[0]._grad_fn is not None:
+        # Each piece recorded the row's node, for its forward-mode tangent and its view
+        # bookkeeping; the graph gets one node with an output per piece instead.
+        node = UnbindBackward0()
+        node._dim = d
+        node._outputs = len(pieces)
+        init_node(node, pieces[0]._grad_fn.next_functions, pieces[0]._data)
+        for i, piece in enumerate(pieces):
+            piece._grad_fn = node
+            piece._output_nr = i
+    return pieces
 
 
 def _iter(input: Tensor) -> Any:

@@ -63,7 +63,14 @@ from typing import Any
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import forward_ad, grad_mode
-from refimpl.autograd.graph import FREED, SECOND_BACKWARD, SEQUENCE, Node, modified_message
+from refimpl.autograd.graph import (
+    FREED,
+    SECOND_BACKWARD,
+    SEQUENCE,
+    Node,
+    message_name,
+    modified_message,
+)
 
 __all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
 
@@ -241,12 +248,7 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
             return out
         producer = node
         tensor = wrap(tensor, _backend.device_of_array(tensor))
-    name = None
-    if producer is not None:
-        # PyTorch's message drops "Backward" and an overload number 0: MulBackward0 reads
-        # "Mul", FillBackward2 reads "Fill2".
-        head, _, overload = type(producer).__name__.partition("Backward")
-        name = head + ("" if overload == "0" else overload)
+    name = message_name(producer) if producer is not None else None
     raise RuntimeError(modified_message(tensor.type(), list(tensor.shape), name, current,
                                         version))
 
@@ -278,7 +280,7 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
         t._sync_view()
     fn = t._grad_fn
     if fn is not None:
-        return (fn, 0)
+        return (fn, t._output_nr)
     if base is not None and base._requires_grad and not t._view_requires_grad:
         # A view taken under no_grad requires grad through its base but has no gradient
         # accumulator of its own (unless requires_grad_() set its own flag): PyTorch records

@@ -185,3 +185,36 @@ def test_a_genuine_float64_difference_is_still_reported(torch_engine):
     records = observe(compile_program(program), torch_engine)
     mismatch = first_mismatch(records, _perturbed(records, "z", 5e-7), program=program)
     assert mismatch is not None and mismatch.differences[0].what == "z"
+
+
+def test_an_observation_that_raises_differently_becomes_a_raising_step(torch_engine, tmp_path):
+    """An expect cannot say that observing raises: the finding runs the observation as a
+    statement that must raise the reference's error, so the case still tells engines apart."""
+    from dataclasses import replace
+
+    from conformance.executor import run_case
+    from conformance.fuzz.findings import build_finding, write_finding
+
+    program = Program((
+        ProgramStep("v1 = torch.rand(())\nwith torch.no_grad():\n    v2 = v1.reshape(1, -1)\n"
+                    "v2.requires_grad_()\nv3 = v2.squeeze(0)\nv1.add_(1.0)",
+                    ("v3.is_leaf", "v3.requires_grad")),
+    ))
+    ours = observe(compile_program(program), torch_engine)
+    raised = ours[0].observations["v3.is_leaf"]
+    assert isinstance(raised, RaisedObservation)
+    theirs = [replace(ours[0], observations={
+        **ours[0].observations,
+        "v3.is_leaf": RaisedObservation(raised.type, raised.message.replace("Squeeze1", "X"))})]
+    mismatch = first_mismatch(ours, theirs)
+    finding = write_finding(build_finding(program, mismatch, torch_engine, torch_engine, ours),
+                            tmp_path)
+    assert finding.lint_problems == ()
+    last = finding.case["steps"][-1]
+    assert last["run"] == "v3.is_leaf"
+    assert last["raises"] == {"type": "RuntimeError", "stage": "attribute",
+                              "message": raised.message}
+    from conformance.loader import load
+
+    case = load([finding.yaml_path]).cases[0]
+    assert run_case(case, torch_engine).verdict == "passed"

@@ -209,7 +209,7 @@ def test_million_node_graph_backward_is_iterative() -> None:
         node = nxt
     from refimpl.autograd.engine import run_backward
 
-    run_backward([node], [refimpl.tensor(1.0)], retain_graph=False, create_graph=False)
+    run_backward([(node, 0)], [refimpl.tensor(1.0)], retain_graph=False, create_graph=False)
     assert x.grad.item() == -1.0  # an odd number of negations
     del node, nxt  # freeing a million-deep chain must not overflow the C stack either
 

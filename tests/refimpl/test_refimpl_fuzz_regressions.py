@@ -656,3 +656,38 @@ results = [attempt(binary(op, shapes, modify)) for op, shapes in [
 results += [attempt(binary(lambda a, b: a ** b, ((2, 1), (3,)), m))
             for m in (("a", "z"), ("b", "z"))]
 """, "results")
+
+
+def test_unbind_pieces_are_outputs_of_one_node() -> None:
+    # Hooks on a piece see its gradient, or None when only other pieces got one; roots,
+    # captures and retain_grad work per piece; a create_graph gradient is one stack.
+    _agree("""
+log = []
+x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+a, b, c = x
+b.register_hook(lambda g: log.append(("b", g)))
+a.register_hook(lambda g: log.append(("a", g)))
+b.retain_grad()
+c.retain_grad()
+(a * 2).sum().backward()
+first = [log[:], b.grad, c.grad, x.grad]
+log.clear()
+(b * 3).sum().backward(retain_graph=True)
+second = [log[:], b.grad, x.grad]
+captured = torch.autograd.grad((a * b).sum(), [b, x, c], allow_unused=True)
+both = torch.autograd.grad([a.sum(), b.sum()], [b])
+x.grad = None
+torch.autograd.backward([c, a], [torch.ones(2), torch.ones(2) * 2])
+g, = torch.autograd.grad((a * b).sum(), x, create_graph=True)
+same = [a.grad_fn is b.grad_fn, a.grad_fn.next_functions[0][1]]
+""", "first", "second", "captured", "both", "x.grad", "graph(g)", "g", "same")
+
+
+def test_the_same_root_twice_gets_both_gradients() -> None:
+    _agree("""
+x = torch.ones(2, requires_grad=True)
+z = x * 3
+torch.autograd.backward([z, z], [torch.ones(2), torch.ones(2) * 2])
+w = torch.ones(2, requires_grad=True)
+torch.autograd.backward([w, w * 1, w], [torch.ones(2)] * 3)
+""", "x.grad", "w.grad")
