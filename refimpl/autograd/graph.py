@@ -40,8 +40,9 @@ ACCUMULATE_GRAD_SEQUENCE = 2**64 - 1
 
 def message_name(node: Node) -> str:
     """A node's name as PyTorch's error messages print it: without "Backward" and without an
-    overload number 0 (MulBackward0 reads "Mul", SqueezeBackward1 "Squeeze1")."""
-    head, _, overload = type(node).__name__.partition("Backward")
+    overload number 0 (MulBackward0 reads "Mul", SqueezeBackward1 "Squeeze1"); a node of
+    autograd's own keeps its full name (torch::autograd::CopySlices)."""
+    head, _, overload = node.name().partition("Backward")
     return head + ("" if overload == "0" else overload)
 
 

@@ -84,6 +84,9 @@ class CopySlices(Node):
 
     __slots__ = ("fn", "_steps")
 
+    def name(self) -> str:
+        return "torch::autograd::CopySlices"
+
     def apply(self, grad: Tensor) -> list[Tensor | None]:
         result = F.zeros(self._shape, dtype=grad.dtype, device=grad.device)
         copy_(result, grad)

@@ -691,3 +691,15 @@ torch.autograd.backward([z, z], [torch.ones(2), torch.ones(2) * 2])
 w = torch.ones(2, requires_grad=True)
 torch.autograd.backward([w, w * 1, w], [torch.ones(2)] * 3)
 """, "x.grad", "w.grad")
+
+
+def test_copy_slices_keeps_its_full_name_in_messages() -> None:
+    _agree("""
+v1 = torch.ones(1, 2, requires_grad=True)
+v2 = v1 + v1
+v3 = v2.view(-1)
+v4 = v1 * v2
+v3.add_(1.0)
+name = v2.grad_fn.name()
+v4.sum().backward()
+""", "name")
