@@ -380,7 +380,7 @@ class Tensor:
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self.raw[_data(index)] = _unwrap(value)
+        self.raw[_index(index)] = _unwrap(value)
 
     def __getattr__(self, name: str) -> Any:
         # `x.exp()` and friends: MyGrad's function of the same name applied to the tensor.
@@ -403,7 +403,7 @@ class Tensor:
         return float(self.raw)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return Tensor(self.raw[_data(index)])
+        return Tensor(self.raw[_index(index)])
 
     def __neg__(self) -> Tensor:
         return Tensor(-self.raw)
@@ -475,6 +475,14 @@ def _unwrap(value: Any) -> Any:
 
 def _data(value: Any) -> Any:
     return value.raw.data if isinstance(value, Tensor) else value
+
+
+def _index(key: Any) -> Any:
+    """An index with the adapter's tensors (index tensors, masks) as NumPy arrays, inside
+    tuples and lists too."""
+    if isinstance(key, (tuple, list)):
+        return type(key)(_index(item) for item in key)
+    return _data(key)
 
 
 def _wrap(result: Any) -> Tensor:

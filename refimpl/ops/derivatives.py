@@ -802,4 +802,72 @@ ZERO_ = defop("zero_", "ZeroBackward0", lambda xp, self: xp.zeros_like(self),
 FILL_ = defop("fill_.Scalar", "FillBackward2",
               lambda xp, self, *, value: xp.full_like(self, value),
               {"self": lambda grad: F.zeros_like(grad)})
+FILL_TENSOR = defop("fill_.Tensor", "FillBackward3",
+                    lambda xp, self, value: xp.broadcast_to(value, self.shape).astype(self.dtype),
+                    {"self": lambda grad: F.zeros_like(grad),
+                     "value": lambda grad: grad.sum()})
+
+# ------------------------------------------------------------------ advanced indexing
+# ``indices`` is PyTorch's list for index.Tensor and index_put: one entry per leading dim of
+# ``self``, an index tensor (int64, or bool covering as many dims as it has) or None for a dim
+# taken whole. NumPy's indexing of a tuple made from it places the result's dims as PyTorch
+# does (the indexed dims together where they are adjacent, else first).
+
+
+def _index_key(indices: list[Any]) -> tuple[Any, ...]:
+    return tuple(slice(None) if i is None else i._data for i in indices)
+
+
+def _index_put(xp: Any, self: Any, values: Any, indices: list[Any], accumulate: bool) -> Any:
+    out = self.copy()
+    key = _index_key(indices)
+    if not accumulate:
+        out[key] = values
+        return out
+    # Repeated indices add up: sum the values per target element with bincount (the same code
+    # on NumPy and CuPy), on the linear positions the index selects.
+    positions = xp.arange(out.size).reshape(out.shape)[key]
+    values = xp.broadcast_to(values, positions.shape).reshape(-1)
+    parts = (values.real, values.imag) if values.dtype.kind == "c" else (values,)
+    sums = [xp.bincount(positions.reshape(-1), weights=part, minlength=out.size)
+            for part in parts]
+    total = sums[0] if len(sums) == 1 else sums[0] + 1j * sums[1]
+    out += total.reshape(out.shape).astype(out.dtype)
+    return out
+
+
+INDEX = defop(
+    "index.Tensor", "IndexBackward0",
+    lambda xp, self, *, indices: self[_index_key(indices)],
+    # PyTorch's index_backward: the gradient added into zeros at the indexed places.
+    {"self": lambda grad, self_shape, indices:
+         F.apply(INDEX_PUT_IMPL, (F.zeros(self_shape, dtype=grad.dtype, device=grad.device),
+                                  grad), {"indices": indices, "accumulate": True})},
+)
+
+
+def _index_put_self_grad(grad: Any, indices: list[Any], values_shape: tuple[int, ...],
+                         accumulate: bool) -> Any:
+    if accumulate:
+        return grad
+    zeros = F.zeros(values_shape, dtype=grad.dtype, device=grad.device)
+    return F.apply(INDEX_PUT, (grad, zeros), {"indices": indices, "accumulate": False})
+
+
+INDEX_PUT = defop(
+    "index_put", "IndexPutBackward0",
+    lambda xp, self, values, *, indices, accumulate=False:
+        _index_put(xp, self, values, indices, accumulate),
+    {"self": lambda grad, indices, values_shape, accumulate:
+         _index_put_self_grad(grad, indices, values_shape, accumulate),
+     "values": lambda grad, indices: F.apply(INDEX, (grad,), {"indices": indices})},
+)
+INDEX_PUT_IMPL = defop(
+    "_index_put_impl_", "IndexPutImplBackward0",
+    lambda xp, self, values, *, indices, accumulate=False:
+        _index_put(xp, self, values, indices, accumulate),
+    {"self": lambda grad, indices, values_shape, accumulate:
+         _index_put_self_grad(grad, indices, values_shape, accumulate),
+     "values": lambda grad, indices: F.apply(INDEX, (grad,), {"indices": indices})},
+)
 

@@ -737,38 +737,117 @@ def _slice(input: Tensor, dim: int, key: slice) -> Tensor:
     return apply(D.SLICE, (input,), {"dim": dim, "index": slice(start, stop, step)})
 
 
-def getitem(input: Tensor, key: Any) -> Tensor:
-    """``tensor[key]`` for ints, slices, ``None`` and ``...`` (basic indexing)."""
-    if isinstance(key, slice):
-        if input.dim() == 0:
-            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
-        return _slice(input, 0, key)
-    items = key if isinstance(key, tuple) else (key,)
+def _sequence_as_tuple(key: Any) -> bool:
+    """PyTorch's (and NumPy's) rule for a list key: a tuple of indices when it holds a slice,
+    None, Ellipsis, a tensor or a sequence, else one index tensor (``x[[0, 2]]``)."""
+    if isinstance(key, tuple):
+        return True
+    if not isinstance(key, list) or len(key) >= 32:
+        return False
+    return any(isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis
+               for k in key)
+
+
+def _index_tensor(item: Any, device: _backend.device) -> Tensor:
+    """An advanced index as a tensor on ``device``: int64 from a sequence of ints, bool from one
+    of bools, a given tensor checked for an index dtype."""
+    if not isinstance(item, Tensor):
+        item = _creation.tensor(item, device=device)
+    if item.dtype.kind not in "iub" or item.dtype.kind == "b" and item.dim() == 0:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if item._device is not device:
+        item = wrap(_backend.move_array(item._data, item.dtype, device), device)
+    return item
+
+
+def _apply_slicing(input: Tensor, items: Sequence[Any]) -> tuple[Tensor, list[Any], bool]:
+    """PyTorch's ``applySlicing``: ints select, slices slice (a slice of a whole dim is
+    skipped), None unsqueezes and ``...`` skips dims, in that order along the tensor; advanced
+    indices (tensors, sequences) are collected per dim for ``index``/``index_put_``. Returns
+    the sliced tensor, the advanced indices (None for dims taken whole) and whether anything
+    but a skipped slice was applied."""
+    def is_scalar_index(item: Any) -> bool:
+        return isinstance(item, Tensor) and item.dim() == 0 and item.dtype.kind in "iu"
+
+    specified = 0
     for item in items:
-        if not (item is None or item is Ellipsis or isinstance(item, (int, slice))
-                or (isinstance(item, Tensor) and item.dim() == 0 and item.dtype.kind == "i")):
-            raise IndexError(
-                f"refimpl supports basic indexing (ints, slices, None, ...); got an index of "
-                f"type {type(item).__name__}. Use select/slicing instead.")
-    consumed = builtins.sum(1 for i in items if i is not None and i is not Ellipsis)
-    if consumed > input.dim():
+        if isinstance(item, bool):
+            raise IndexError("refimpl does not index with Python bools; use a bool tensor")
+        if isinstance(item, Tensor) and item.dtype.kind == "b":
+            specified += item.dim()
+        elif item is not None and item is not Ellipsis:
+            specified += 1
+    if specified > input.dim():
         raise IndexError(f"too many indices for tensor of dimension {input.dim()}")
     out, dim, changed = input, 0, False
+    indices: list[Any] = []
     for item in items:
         if item is Ellipsis:
-            dim += input.dim() - consumed
+            dim += input.dim() - specified
         elif item is None:
             out = unsqueeze(out, dim)
             dim += 1
             changed = True
+        elif isinstance(item, int) or is_scalar_index(item):
+            out = select(out, dim, int(item))
+            changed = True
         elif isinstance(item, slice):
-            if item != slice(None):
+            if item.step is not None and item.step <= 0:
+                raise ValueError("step must be greater than zero")
+            size = out._data.shape[dim]
+            start, stop, step = item.indices(size)
+            if not (start == 0 and stop >= size and step == 1):
                 out = _slice(out, dim, item)
                 changed = True
             dim += 1
         else:
-            out = select(out, dim, int(item))
-            changed = True
+            index = _index_tensor(item, input._device)
+            indices += [None] * (dim - len(indices)) + [index]
+            dim += index.dim() if index.dtype.kind == "b" else 1
+    return out, indices, changed
+
+
+def check_indices(input: Tensor, indices: list[Any]) -> None:
+    """PyTorch's checks of advanced indices against the dims they index."""
+    dim = 0
+    for index in indices:
+        if index is None:
+            dim += 1
+        elif index.dtype.kind == "b":
+            for j, n in enumerate(index.shape):
+                if n != input._data.shape[dim + j]:
+                    raise IndexError(
+                        f"The shape of the mask {list(index.shape)} at index {j} does not match "
+                        f"the shape of the indexed tensor {list(input.shape)} at index "
+                        f"{dim + j}")
+            dim += index.dim()
+        else:
+            size = input._data.shape[dim]
+            if index._data.size:
+                for bad in (int(index._data.min()), int(index._data.max())):
+                    if not -size <= bad < size:
+                        raise IndexError(f"index {bad} is out of bounds for dimension {dim} "
+                                         f"with size {size}")
+            dim += 1
+
+
+def index(input: Tensor, indices: list[Any]) -> Tensor:
+    """``input[indices]`` with advanced indices (``IndexBackward0``, a copy, not a view)."""
+    check_indices(input, indices)
+    return apply(D.INDEX, (input,), {"indices": indices})
+
+
+def getitem(input: Tensor, key: Any) -> Tensor:
+    """``tensor[key]``: basic indexing (ints, slices, None, ``...``) gives views, advanced
+    indexing (int or bool tensors and sequences) an ``index`` copy, as in PyTorch."""
+    if isinstance(key, slice):
+        if input.dim() == 0:
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        return _slice(input, 0, key)
+    items = tuple(key) if _sequence_as_tuple(key) else (key,)
+    out, indices, changed = _apply_slicing(input, items)
+    if indices:
+        return index(out, indices)
     if not changed:
         return apply(D.ALIAS, (input,))
     return out

@@ -29,8 +29,7 @@ from refimpl.ops import functional as F
 from refimpl.ops.table import _record, apply, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
-           "clamp_",
-           "setitem"]
+           "clamp_", "index_put_", "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to "
@@ -334,6 +333,8 @@ def zero_(self: Tensor) -> Tensor:
 
 
 def fill_(self: Tensor, value: Any) -> Tensor:
+    if isinstance(value, Tensor):
+        return fill_tensor_(self, value)
     return inplace(D.FILL_, self, [], [self._data], {"value": value})
 
 
@@ -347,6 +348,71 @@ def copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     return inplace(D.COPY_, self, [src], [self._data, array], same_device=False)
 
 
+def fill_tensor_(self: Tensor, value: Tensor) -> Tensor:
+    """``fill_`` with a 0-d tensor (``FillBackward3``: the value gets the summed gradient)."""
+    if value.dim() != 0:
+        raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.dim()} dimensions.")
+    return inplace(D.FILL_TENSOR, self, [value], [self._data, value._data], same_device=False)
+
+
+def _copy_to(dst: Tensor, src: Tensor) -> None:
+    # PyTorch's copy_to for item assignment: copy_ when the shapes agree, fill_ from a 0-d CPU
+    # value, else a view of the value without its leading size-1 dims, expanded to the target.
+    if dst._data.shape == src._data.shape:
+        copy_(dst, src)
+    elif src.dim() == 0 and src._device.type == "cpu":
+        fill_tensor_(dst, src)
+    else:
+        shape = src._data.shape
+        lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
+        view = F.view(src, shape[lead:])
+        if view._data.shape != dst._data.shape:
+            view = F.expand(view, dst._data.shape)
+        copy_(dst, view)
+
+
 def setitem(self: Tensor, key: Any, value: Any) -> None:
-    """``tensor[key] = value``: copy ``value`` into the view ``tensor[key]``."""
-    copy_(F.getitem(self, key), value)
+    """``tensor[key] = value`` as PyTorch's ``__setitem__`` does it: basic indices give the
+    target view (a whole-dim slice is the tensor itself) that the value is copied into,
+    advanced indices an in-place ``index_put_`` (``IndexPutBackward0``)."""
+    if not isinstance(value, Tensor):
+        value = F.full_like_scalar(self, value)
+    if key is False:
+        return
+    if key is Ellipsis:
+        _copy_to(self, value)
+        return
+    if key is None or key is True:
+        _copy_to(F.unsqueeze(self, 0), value)
+        return
+    if isinstance(key, int):
+        _copy_to(F.select(self, 0, key), value)
+        return
+    items = (key,) if isinstance(key, slice) or not F._sequence_as_tuple(key) else tuple(key)
+    target, indices, _ = F._apply_slicing(self, items)
+    if not indices:
+        _copy_to(target, value)
+        return
+    shape = value._data.shape
+    lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
+    values = F.view(value, shape[lead:]) if lead else value
+    index_put_(target, indices, values)
+
+
+def index_put_(self: Tensor, indices: list[Any], values: Tensor,
+               accumulate: bool = False) -> Tensor:
+    """Write (or with ``accumulate`` add) ``values`` at the advanced ``indices`` of ``self``."""
+    F.check_indices(self, indices)
+    if values.dtype != self.dtype:
+        raise RuntimeError("Index put requires the source and destination dtypes match, got "
+                           f"{self.dtype.legacy_name} for the destination and "
+                           f"{values.dtype.legacy_name} for the source.")
+    selected = self._data[D._index_key(indices)].shape
+    shape = values._data.shape
+    if len(shape) > len(selected) or any(
+            n not in (1, m) for n, m in zip(reversed(shape), reversed(selected), strict=False)):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(shape)} cannot be "
+                           f"broadcast to indexing result of shape {list(selected)}")
+    return inplace(D.INDEX_PUT, self, [values], [self._data, values._data],
+                   {"indices": indices, "accumulate": accumulate})

@@ -471,9 +471,12 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         for name, e in zip(row.extra_outputs, extras or (), strict=True):
             info[name] = wrap(e, dev)
         node._info = info
-        if node._saved is None and any(isinstance(v, Tensor) for v in info.values()):
-            # A tensor among the facts (where's condition, max.dim's indices) is a saved
-            # tensor in PyTorch too: backward releases it, and a second backward must fail.
+        if node._saved is None and any(
+                isinstance(v, Tensor) or type(v) is list and any(isinstance(i, Tensor) for i in v)
+                for v in info.values()):
+            # A tensor among the facts (where's condition, max.dim's indices, index's index
+            # tensors) is a saved tensor in PyTorch too: backward releases it, and a second
+            # backward must fail.
             node._saved = ()
     else:
         node._info = None

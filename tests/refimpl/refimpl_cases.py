@@ -55,6 +55,18 @@ def _mul_view(lib: Any, a: Any, b: Any) -> Any:
     return c
 
 
+def _index_put(lib: Any, a: Any, b: Any) -> Any:
+    c = a * 1
+    c[[0, 1], [2, 0]] = b[0, :2]
+    return c
+
+
+def _mask_put(lib: Any, a: Any, b: Any) -> Any:
+    c = a * 1
+    c[a > 0] = b.sum()
+    return c
+
+
 CASES = [
     OpCase("add", lambda lib, a, b: a + b, ((2, 3), (3,)), "AddBackward0"),
     OpCase("add_scalar", lambda lib, a: a + 2.5, ((2, 3),), "AddBackward0"),
@@ -166,5 +178,16 @@ CASES = [
            "CopyBackwards"),
     OpCase("zero_inplace", lambda lib, a: (a * 1).zero_() + a, ((3,),), "AddBackward0"),
     OpCase("setitem", _inplace_view, ((2, 3), (2, 3)), "CopySlices"),
+    OpCase("index_list", lambda lib, a: a[[1, 0, 1]], ((2, 3),), "IndexBackward0"),
+    OpCase("index_mask", lambda lib, a: a[a > 0], ((2, 3),), "IndexBackward0",
+           domain="spread"),
+    OpCase("index_after_slice", lambda lib, a: a[:, [2, 0, 2]], ((2, 3),), "IndexBackward0"),
+    OpCase("index_pairs", lambda lib, a: a[[0, 1], [2, 2]], ((2, 3),), "IndexBackward0"),
+    OpCase("index_tensor", lambda lib, a: a[lib.tensor([[1], [0]]), lib.tensor([[0, 2]])],
+           ((2, 3),), "IndexBackward0"),
+    OpCase("index_put", _index_put, ((2, 3), (2, 3)), "IndexPutBackward0"),
+    OpCase("index_put_mask", _mask_put, ((2, 3), (2,)), "IndexPutBackward0", domain="spread"),
+    OpCase("fill_tensor", lambda lib, a, b: (a * 1).fill_(b.sum()) * a, ((2, 3), (2,)),
+           "MulBackward0"),
     OpCase("mul_inplace_view", _mul_view, ((2, 3), (2, 3)), "CopySlices"),
 ]

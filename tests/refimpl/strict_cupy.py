@@ -173,7 +173,7 @@ _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where"
               "minimum", "clip", "swapaxes", "transpose", "expand_dims", "squeeze",
               "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "full_like",
               "dot", "logical_not", "ones", "full", "conj", "negative", "dtype",
-              "ascontiguousarray", "arange", "moveaxis", "take_along_axis")
+              "ascontiguousarray", "arange", "moveaxis", "take_along_axis", "bincount")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
 
