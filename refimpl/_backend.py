@@ -344,6 +344,24 @@ def _dense_extent(array: Any) -> tuple[int, int] | None:
     return ptr, ptr + array.size * item
 
 
+def has_internal_overlap(array: Any) -> bool:
+    """Whether elements of ``array`` share memory (a stride 0 along a dim longer than 1)."""
+    return any(st == 0 and n > 1 for n, st in zip(array.shape, array.strides, strict=True))
+
+
+def overlaps(a: Any, b: Any) -> bool:
+    """Whether arrays ``a`` and ``b`` share any memory, fully or partly (PyTorch's
+    ``assert_no_overlap``; layouts too irregular to tell are not)."""
+    if a.size == 0 or b.size == 0:
+        return False
+    if a is b:
+        return True
+    ea, eb = _dense_extent(a), _dense_extent(b)
+    if ea is None or eb is None:
+        return False
+    return ea[0] < eb[1] and eb[0] < ea[1]
+
+
 def partial_overlap(a: Any, b: Any) -> bool:
     """Whether arrays ``a`` and ``b`` share memory without being the same elements in the same
     layout (PyTorch's ``MemOverlapStatus::Partial``; layouts too irregular to tell are not)."""

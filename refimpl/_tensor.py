@@ -42,9 +42,8 @@ INTERNAL_OVERLAP = (
 def check_no_internal_overlap(array: Any) -> None:
     """PyTorch's refusal to write in place into a tensor whose elements share memory (an
     expanded tensor: a stride of 0 along a dimension longer than 1)."""
-    for size, stride in zip(array.shape, array.strides, strict=True):
-        if stride == 0 and size > 1:
-            raise RuntimeError(INTERNAL_OVERLAP)
+    if _backend.has_internal_overlap(array):
+        raise RuntimeError(INTERNAL_OVERLAP)
 
 
 def no_grad_view_message(view: Tensor, indirect: bool) -> str:

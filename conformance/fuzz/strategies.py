@@ -625,6 +625,19 @@ def join(draw: Draw, state: _State) -> str | None:
     return f"{out.name} = torch.{kind}([{a.name}, {b.name}], dim={dim})"
 
 
+def index(draw: Draw, state: _State) -> str | None:
+    """Advanced indexing with a list of ints (repeats allowed): a copy (IndexBackward0)."""
+    t = _pick(draw, (t for t in state.tensors if t.ndim >= 1))
+    if t is None:
+        return None
+    dim = draw(_between(0, min(t.ndim, 2) - 1))
+    n = t.shape[dim]
+    picks = [draw(_between(-n, n - 1)) for _ in range(draw(_between(1, 3)))]
+    shape = t.shape[:dim] + (len(picks),) + t.shape[dim + 1:]
+    out = _derived(state, [t], shape, t.dtype, t.bound, t.positive)
+    return f"{out.name} = {t.name}[{':, ' * dim}{picks}]"
+
+
 def copy(draw: Draw, state: _State) -> str | None:
     t = _pick(draw, state.tensors)
     if t is None:
@@ -755,7 +768,8 @@ def _module_output(mod: ModuleVar, t: TensorVar) -> tuple[int, ...] | None:
     return t.shape
 
 
-FORWARD_OPS: tuple[Op, ...] = (unary, binary, reduction, view, matmul, join, copy, module)
+FORWARD_OPS: tuple[Op, ...] = (unary, binary, reduction, view, matmul, join, copy, module,
+                               index)
 
 
 # Statements that may raise: at most one per step, always last ------------------------------
@@ -781,6 +795,12 @@ def inplace(draw: Draw, state: _State) -> str | None:
                     ("mul_", f"{t.name}.mul_({operand.name})", operand)]
     if t.ndim >= 1:
         choices.append(("select", f"{t.name}[0] = 1.5", None))
+        # Item assignment at advanced indices (index_put_, IndexPutBackward0); a tensor value
+        # must have t's dtype and broadcast to the selection, else both engines must refuse.
+        rows = sorted({draw(_between(-t.shape[0], t.shape[0] - 1)) for _ in range(2)})
+        choices.append(("select", f"{t.name}[{rows}] = 2.5", None))
+        if operand is not None:
+            choices.append(("select", f"{t.name}[{rows}] = {operand.name}", operand))
     kind, text, used = _choice(draw, [c for c in choices
                                       if c[0] == "select" or state.allows(c[0])])
     state.features.add("inplace")

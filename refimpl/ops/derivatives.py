@@ -10,11 +10,13 @@ cast to its dtype by the engine, so formulas may return broadcast shapes.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy
 
 from refimpl import _backend
 from refimpl.ops import functional as F
-from refimpl.ops.table import defop
+from refimpl.ops.table import defop, iteration_order, lay_out_in_order
 
 # ------------------------------------------------------------------ helpers for formulas
 
@@ -836,9 +838,59 @@ def _index_put(xp: Any, self: Any, values: Any, indices: list[Any], accumulate: 
     return out
 
 
+class _Geometry(NamedTuple):
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+def _index_forward(xp: Any, self: Any, indices: list[Any]) -> Any:
+    """``self[indices]`` laid out in memory as PyTorch's index kernel lays it out.
+
+    PyTorch iterates (TensorIterator) over ``self`` restrided to the result's shape (stride 0
+    along the indexed dims, which are moved to the front when they are not adjacent) together
+    with the index tensors broadcast to it; the result's dims follow their strides.
+    """
+    out = self[_index_key(indices)]
+    if out.ndim < 2:
+        return out
+    entries: list[Any] = []
+    for index in indices:
+        if index is None:
+            entries.append(None)
+        elif index.dtype.kind == "b":
+            entries += list(xp.nonzero(index._data))
+        else:
+            entries.append(index._data)
+    shape, strides = list(self.shape), list(self.strides)
+    entries += [None] * (len(shape) - len(entries))
+    defined = [d for d, e in enumerate(entries) if e is not None]
+    if defined != list(range(defined[0], defined[-1] + 1)):
+        order = defined + [d for d, e in enumerate(entries) if e is None]
+        shape, strides = [shape[d] for d in order], [strides[d] for d in order]
+        entries = [entries[d] for d in order]
+        defined = list(range(len(defined)))
+    before, after = defined[0], defined[-1] + 1
+    common = tuple(numpy.broadcast_shapes(*(entries[d].shape for d in defined)))
+    src = _Geometry(tuple(shape[:before]) + common + tuple(shape[after:]),
+                    tuple(strides[:before]) + (0,) * len(common) + tuple(strides[after:]))
+    geometries = [src]
+    for d in defined:
+        e = entries[d]
+        lead = len(common) - e.ndim
+        st = tuple(0 if i < lead or e.shape[i - lead] != common[i] else e.strides[i - lead]
+                   for i in range(len(common)))
+        geometries.append(_Geometry((1,) * before + common + (1,) * (len(shape) - after),
+                                    (0,) * before + st + (0,) * (len(shape) - after)))
+    return lay_out_in_order(xp, out, iteration_order(out.shape, geometries))
+
+
 INDEX = defop(
     "index.Tensor", "IndexBackward0",
-    lambda xp, self, *, indices: self[_index_key(indices)],
+    lambda xp, self, *, indices: _index_forward(xp, self, indices),
     # PyTorch's index_backward: the gradient added into zeros at the indexed places.
     {"self": lambda grad, self_shape, indices:
          F.apply(INDEX_PUT_IMPL, (F.zeros(self_shape, dtype=grad.dtype, device=grad.device),

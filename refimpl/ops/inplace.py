@@ -10,6 +10,7 @@ graph outside the view, the op's derivative inside it) and the view's becomes
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from refimpl import _backend, _dtype
@@ -35,6 +36,9 @@ LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place 
 PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to "
                    "tensor refer to a single memory location. Please clone() the tensor before "
                    "performing the operation.")
+EXPANDED_INDEX_PUT = ("Use of index_put_ on expanded tensors is deprecated. Please clone() the "
+                      "tensor before performing this operation. This also applies to advanced "
+                      "indexing e.g. tensor[indices] = tensor")
 VIEW_OF_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being used in an "
                         "in-place operation.")
 
@@ -130,9 +134,10 @@ def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str
     return result._grad_fn
 
 
-def check_write(row: Any, self: Tensor, others: list[Tensor]) -> None:
+def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = True) -> None:
     """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
-    no_grad, leaves), then the memory checks, before any shape or dtype check."""
+    no_grad, leaves), then (unless ``memory`` is False) the memory checks, before any shape or
+    dtype check."""
     if grad_mode._state.enabled:
         if (self._no_grad_view or self._multi_output) and (
                 self._requires_grad or any(o._requires_grad for o in others)):
@@ -141,6 +146,8 @@ def check_write(row: Any, self: Tensor, others: list[Tensor]) -> None:
         if self._base is not None:
             self._sync_view()
         _check_leaf(self)
+    if not memory:
+        return
     if row is not D.ZERO_ and row is not D.FILL_:
         # PyTorch's zero_ and fill_ write every element the same value, so they allow it.
         check_no_internal_overlap(self._data)
@@ -186,7 +193,12 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
             # self requires grad, so a create_graph gradient goes through that clone.
             old_self = F.clone(self) if self._requires_grad else _copy(self)
             before[1][0] = 0
-    self._data[...] = out
+    if row is D.INDEX_PUT and not all_params["accumulate"]:
+        # Only the selected elements are written: on an expanded tensor the others alias them.
+        key = D._index_key(all_params["indices"])
+        self._data[key] = out[key]
+    else:
+        self._data[...] = out
     self._bump_version()
     if tangent is not None:
         _set_inplace_tangent(self, tangent, xp)
@@ -402,7 +414,15 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
 
 def index_put_(self: Tensor, indices: list[Any], values: Tensor,
                accumulate: bool = False) -> Tensor:
-    """Write (or with ``accumulate`` add) ``values`` at the advanced ``indices`` of ``self``."""
+    """Write (or with ``accumulate`` add) ``values`` at the advanced ``indices`` of ``self``,
+    checked in PyTorch's order: autograd's checks, an expanded ``self`` (a warning), memory
+    shared with the values or the indices, the indices, the dtype and shape of the values."""
+    check_write(D.INDEX_PUT, self, [values], memory=False)
+    if _backend.has_internal_overlap(self._data):
+        warnings.warn(EXPANDED_INDEX_PUT, UserWarning, stacklevel=3)
+    for other in (values, *[i for i in indices if i is not None]):
+        if other is self or _backend.overlaps(self._data, other._data):
+            raise RuntimeError(PARTIAL_OVERLAP)
     F.check_indices(self, indices)
     if values.dtype != self.dtype:
         raise RuntimeError("Index put requires the source and destination dtypes match, got "
@@ -415,4 +435,4 @@ def index_put_(self: Tensor, indices: list[Any], values: Tensor,
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(shape)} cannot be "
                            f"broadcast to indexing result of shape {list(selected)}")
     return inplace(D.INDEX_PUT, self, [values], [self._data, values._data],
-                   {"indices": indices, "accumulate": accumulate})
+                   {"indices": indices, "accumulate": accumulate}, checked=True)

@@ -371,7 +371,12 @@ def _lay_out(xp: Any, out: Any, inputs: Sequence[Any] | None) -> Any:
             return out
         if inputs is None:
             return xp.ascontiguousarray(out)
-    order = _iteration_order(out.shape, inputs) if inputs is not None else []
+    order = iteration_order(out.shape, inputs) if inputs is not None else []
+    return lay_out_in_order(xp, out, order)
+
+
+def lay_out_in_order(xp: Any, out: Any, order: Sequence[int]) -> Any:
+    """``out`` (a copy if needed) with its dims in memory in ``order``, outermost first."""
     expected, step = [0] * out.ndim, out.dtype.itemsize
     for d in reversed(order):
         expected[d] = step
@@ -385,9 +390,10 @@ def _lay_out(xp: Any, out: Any, inputs: Sequence[Any] | None) -> Any:
     return xp.transpose(dense, inverse)
 
 
-def _iteration_order(shape: tuple[int, ...], inputs: Sequence[Any]) -> list[int]:
+def iteration_order(shape: tuple[int, ...], inputs: Sequence[Any]) -> list[int]:
     """PyTorch's ``TensorIterator::reorder_dimensions``: the output's dims from outermost to
-    innermost, sorted by the inputs' strides (broadcast dims skipped, ties to the larger dim)."""
+    innermost, sorted by the inputs' strides (broadcast dims skipped, ties to the larger dim).
+    ``inputs`` need only ``ndim``, ``shape`` and ``strides``."""
     ndim = len(shape)
     strides = []
     for a in inputs:
