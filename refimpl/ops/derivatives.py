@@ -847,6 +847,29 @@ class _Geometry(NamedTuple):
         return len(self.shape)
 
 
+def index_result_shape(shape: tuple[int, ...], indices: list[Any]) -> tuple[int, ...]:
+    """The shape of ``tensor[indices]`` for a tensor of ``shape``, without indexing (so before
+    any bounds check): the broadcast index shape replaces the indexed dims, in place when they
+    are adjacent, else in front."""
+    dims: list[Any] = []
+    for index in indices:
+        if index is None:
+            dims.append(None)
+        elif index.dtype.kind == "b":
+            dims += [(int(index._data.sum()),)] + ["covered"] * (index.dim() - 1)
+        else:
+            dims.append(index._data.shape)
+    dims += [None] * (len(shape) - len(dims))
+    defined = [d for d, e in enumerate(dims) if e is not None and e != "covered"]
+    common = tuple(numpy.broadcast_shapes(*(dims[d] for d in defined)))
+    rest = [n for n, e in zip(shape, dims, strict=True) if e is None]
+    if defined != list(range(defined[0], defined[-1] + 1)) and not any(
+            e == "covered" for e in dims[defined[0]:defined[-1] + 1]):
+        return common + tuple(rest)
+    before = sum(1 for e in dims[:defined[0]] if e is None)
+    return tuple(rest[:before]) + common + tuple(rest[before:])
+
+
 def _index_forward(xp: Any, self: Any, indices: list[Any]) -> Any:
     """``self[indices]`` laid out in memory as PyTorch's index kernel lays it out.
 

@@ -807,13 +807,12 @@ def _apply_slicing(input: Tensor, items: Sequence[Any]) -> tuple[Tensor, list[An
     return out, indices, changed
 
 
-def check_indices(input: Tensor, indices: list[Any]) -> None:
-    """PyTorch's checks of advanced indices against the dims they index."""
+def check_masks(input: Tensor, indices: list[Any]) -> None:
+    """PyTorch's check that each bool index has the shape of the dims it covers (made when the
+    indices are prepared, before the values are checked)."""
     dim = 0
     for index in indices:
-        if index is None:
-            dim += 1
-        elif index.dtype.kind == "b":
+        if index is not None and index.dtype.kind == "b":
             for j, n in enumerate(index.shape):
                 if n != input._data.shape[dim + j]:
                     raise IndexError(
@@ -822,18 +821,27 @@ def check_indices(input: Tensor, indices: list[Any]) -> None:
                         f"{dim + j}")
             dim += index.dim()
         else:
+            dim += 1
+
+
+def check_bounds(input: Tensor, indices: list[Any]) -> None:
+    """PyTorch's check that every int index is inside its dim (made by the kernel, last)."""
+    dim = 0
+    for index in indices:
+        if index is not None and index.dtype.kind != "b":
             size = input._data.shape[dim]
             if index._data.size:
                 for bad in (int(index._data.min()), int(index._data.max())):
                     if not -size <= bad < size:
                         raise IndexError(f"index {bad} is out of bounds for dimension {dim} "
                                          f"with size {size}")
-            dim += 1
+        dim += index.dim() if index is not None and index.dtype.kind == "b" else 1
 
 
 def index(input: Tensor, indices: list[Any]) -> Tensor:
     """``input[indices]`` with advanced indices (``IndexBackward0``, a copy, not a view)."""
-    check_indices(input, indices)
+    check_masks(input, indices)
+    check_bounds(input, indices)
     return apply(D.INDEX, (input,), {"indices": indices})
 
 

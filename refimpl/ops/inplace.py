@@ -416,23 +416,25 @@ def index_put_(self: Tensor, indices: list[Any], values: Tensor,
                accumulate: bool = False) -> Tensor:
     """Write (or with ``accumulate`` add) ``values`` at the advanced ``indices`` of ``self``,
     checked in PyTorch's order: autograd's checks, an expanded ``self`` (a warning), memory
-    shared with the values or the indices, the indices, the dtype and shape of the values."""
+    shared with the values or the indices, the masks, the shape and dtype of the values, the
+    bounds of the indices."""
     check_write(D.INDEX_PUT, self, [values], memory=False)
     if _backend.has_internal_overlap(self._data):
         warnings.warn(EXPANDED_INDEX_PUT, UserWarning, stacklevel=3)
     for other in (values, *[i for i in indices if i is not None]):
         if other is self or _backend.overlaps(self._data, other._data):
             raise RuntimeError(PARTIAL_OVERLAP)
-    F.check_indices(self, indices)
-    if values.dtype != self.dtype:
-        raise RuntimeError("Index put requires the source and destination dtypes match, got "
-                           f"{self.dtype.legacy_name} for the destination and "
-                           f"{values.dtype.legacy_name} for the source.")
-    selected = self._data[D._index_key(indices)].shape
+    F.check_masks(self, indices)
+    selected = D.index_result_shape(self._data.shape, indices)
     shape = values._data.shape
     if len(shape) > len(selected) or any(
             n not in (1, m) for n, m in zip(reversed(shape), reversed(selected), strict=False)):
         raise RuntimeError(f"shape mismatch: value tensor of shape {list(shape)} cannot be "
                            f"broadcast to indexing result of shape {list(selected)}")
+    if values.dtype != self.dtype:
+        raise RuntimeError("Index put requires the source and destination dtypes match, got "
+                           f"{self.dtype.legacy_name} for the destination and "
+                           f"{values.dtype.legacy_name} for the source.")
+    F.check_bounds(self, indices)
     return inplace(D.INDEX_PUT, self, [values], [self._data, values._data],
                    {"indices": indices, "accumulate": accumulate}, checked=True)
