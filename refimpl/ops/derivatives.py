@@ -929,20 +929,18 @@ def _index_put_self_grad(grad: Any, indices: list[Any], values_shape: tuple[int,
     return F.apply(INDEX_PUT, (grad, zeros), {"indices": indices, "accumulate": False})
 
 
-INDEX_PUT = defop(
-    "index_put", "IndexPutBackward0",
-    lambda xp, self, values, *, indices, accumulate=False:
-        _index_put(xp, self, values, indices, accumulate),
-    {"self": lambda grad, indices, values_shape, accumulate:
-         _index_put_self_grad(grad, indices, values_shape, accumulate),
-     "values": lambda grad, indices: F.apply(INDEX, (grad,), {"indices": indices})},
-)
-INDEX_PUT_IMPL = defop(
-    "_index_put_impl_", "IndexPutImplBackward0",
-    lambda xp, self, values, *, indices, accumulate=False:
-        _index_put(xp, self, values, indices, accumulate),
-    {"self": lambda grad, indices, values_shape, accumulate:
-         _index_put_self_grad(grad, indices, values_shape, accumulate),
-     "values": lambda grad, indices: F.apply(INDEX, (grad,), {"indices": indices})},
-)
+def _index_put_forward(xp: Any, self: Any, values: Any, *, indices: list[Any],
+                       accumulate: bool = False) -> Any:
+    return _index_put(xp, self, values, indices, accumulate)
+
+
+# index_put (item assignment) and _index_put_impl_ (index's gradient) share their formulas.
+_INDEX_PUT_DERIVATIVES = {
+    "self": lambda grad, indices, values_shape, accumulate:
+        _index_put_self_grad(grad, indices, values_shape, accumulate),
+    "values": lambda grad, indices: F.apply(INDEX, (grad,), {"indices": indices}),
+}
+INDEX_PUT = defop("index_put", "IndexPutBackward0", _index_put_forward, _INDEX_PUT_DERIVATIVES)
+INDEX_PUT_IMPL = defop("_index_put_impl_", "IndexPutImplBackward0", _index_put_forward,
+                       _INDEX_PUT_DERIVATIVES)
 
