@@ -627,6 +627,57 @@ RESHAPE_ALIAS = defop("_reshape_alias", "ReshapeAliasBackward0",
 UNSAFE_VIEW = defop("_unsafe_view", "UnsafeViewBackward0",
                     lambda xp, self, *, size: self.reshape(size),
                     {"self": lambda grad, self_shape: grad.reshape(self_shape)})
+def _as_strided_forward(xp: Any, self: Any, *, size: tuple[int, ...],
+                        stride: tuple[int, ...], offset: int) -> Any:
+    # ``self`` is a row-major tensor standing for its storage: element ``offset`` onwards.
+    flat = self.reshape(-1)[offset:]
+    return xp.lib.stride_tricks.as_strided(
+        flat, shape=size, strides=tuple(s * flat.itemsize for s in stride))
+
+
+def as_strided_backward(grad: Any, base_shape: tuple[int, ...], size: tuple[int, ...],
+                        stride: tuple[int, ...], offset: int) -> Any:
+    """PyTorch's ``as_strided_backward`` for a view of ``size``/``stride``/``offset`` (in
+    elements) into a row-major base: size-1 dims of the gradient are squeezed and those the
+    view expanded (stride 0) summed, from the last dim; the rest is copied into its place in
+    zeros standing for the storage, returned as an ``as_strided`` view of the base's shape."""
+    from refimpl.ops.inplace import copy_
+
+    kept_size: list[int] = []
+    kept_stride: list[int] = []
+    for i in range(len(size) - 1, -1, -1):
+        if size[i] == 0:
+            return F.zeros(base_shape, dtype=grad.dtype, device=grad.device)
+        if size[i] == 1:
+            grad = grad.squeeze(i)
+        elif stride[i] == 0:
+            grad = grad.sum(i)
+        else:
+            kept_size.insert(0, size[i])
+            kept_stride.insert(0, stride[i])
+    storage = F.zeros((math.prod(base_shape),), dtype=grad.dtype, device=grad.device)
+    region = F.apply(AS_STRIDED, (storage,), {"size": tuple(kept_size),
+                                             "stride": tuple(kept_stride), "offset": offset})
+    copy_(region, grad)
+    return F.apply(AS_STRIDED, (storage,), {"size": tuple(base_shape),
+                                           "stride": contiguous_strides(base_shape),
+                                           "offset": 0})
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return tuple(strides)
+
+
+AS_STRIDED = defop(
+    "as_strided", "AsStridedBackward0", _as_strided_forward,
+    {"self": lambda grad, self_shape, size, stride, offset:
+         as_strided_backward(grad, self_shape, size, stride, offset)},
+    view=True,
+)
 ALIAS = defop("alias", "AliasBackward0", lambda xp, self: self[...],
               {"self": lambda grad: grad}, view=True)
 MAKE_DUAL = defop(

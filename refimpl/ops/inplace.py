@@ -10,8 +10,11 @@ graph outside the view, the op's derivative inside it) and the view's becomes
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
+
+import numpy
 
 from refimpl import _backend, _dtype
 from refimpl._tensor import (
@@ -27,7 +30,7 @@ from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
-from refimpl.ops.table import _record, apply, edge
+from refimpl.ops.table import _record, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
@@ -60,20 +63,18 @@ def replay_on_array(xp: Any, array: Any, steps: list[tuple[Any, dict[str, Any]]]
     return array
 
 
-def replay_on_tensor(t: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
-    """The same view taken with recorded ops, so gradients flow through it."""
-    for row, params in steps:
-        t = apply(row, (t,), params)
-    return t
+def view_geometry(shape: tuple[int, ...],
+                  steps: list[tuple[Any, dict[str, Any]]]) -> dict[str, Any]:
+    """The ``size``, ``stride`` and ``offset`` (in elements) of the view ``steps`` take of a
+    row-major tensor of ``shape``: the parameters of the ``as_strided`` PyTorch uses instead.
 
-
-def _as_strided(base: Tensor, steps: list[tuple[Any, dict[str, Any]]]) -> Tensor:
-    """The view of ``base`` that ``steps`` select (all of it for none) as PyTorch's
-    ``as_strided`` takes it: recorded, when ``base`` requires grad, as ``AsStridedBackward0``."""
-    view = replay_on_tensor(base, steps or [(D.VIEW, {"size": base.shape})])
-    if view._grad_fn is not None:
-        regenerate_view(base, view)
-    return view
+    Geometry is metadata, so it is worked out on the host whatever the tensor's device: the
+    view is replayed on a probe whose elements are their own offsets."""
+    probe = numpy.arange(math.prod(shape)).reshape(shape)
+    view = replay_on_array(numpy, probe, steps)
+    return {"size": tuple(view.shape),
+            "stride": tuple(st // probe.itemsize for st in view.strides),
+            "offset": int(view[(0,) * view.ndim]) if view.size else 0}
 
 
 class CopySlices(Node):
@@ -93,7 +94,7 @@ class CopySlices(Node):
     def apply(self, grad: Tensor) -> list[Tensor | None]:
         result = F.zeros(self._shape, dtype=grad.dtype, device=grad.device)
         copy_(result, grad)
-        region = _as_strided(result, self._steps)
+        region = F.apply(D.AS_STRIDED, (result,), view_geometry(self._shape, self._steps))
         grads = self.fn.apply(F.clone(region))
         if not grads or grads[0] is None:
             # PyTorch skips an undefined gradient for the region: the base gets none.
@@ -103,18 +104,14 @@ class CopySlices(Node):
 
 
 class AsStridedBackward0(Node):
-    """The node of a view written in place: its gradient lands in the base's region.
-
-    As in PyTorch's ``as_strided_backward``: the gradient is copied into its region of zeros
-    shaped like the base, and the whole is returned as an ``as_strided`` view of them.
-    """
+    """The node of a view written in place: its gradient lands in the base's region, by
+    PyTorch's ``as_strided_backward`` for the view's geometry."""
 
     __slots__ = ("_steps", "_base_shape")
 
     def apply(self, grad: Tensor) -> list[Tensor | None]:
-        storage = F.zeros(self._base_shape, dtype=grad.dtype, device=grad.device)
-        copy_(_as_strided(storage, self._steps), grad)
-        return [_as_strided(storage, [])]
+        geometry = view_geometry(self._base_shape, self._steps)
+        return [D.as_strided_backward(grad, self._base_shape, **geometry)]
 
 
 def _check_leaf(self: Tensor) -> None:

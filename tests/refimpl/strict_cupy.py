@@ -69,6 +69,7 @@ class ndarray:  # noqa: N801 - CuPy's name
     dtype = property(lambda self: self._a.dtype)
     ndim = property(lambda self: self._a.ndim)
     size = property(lambda self: self._a.size)
+    itemsize = property(lambda self: self._a.itemsize)
     flags = property(lambda self: self._a.flags)
     strides = property(lambda self: self._a.strides)
     # CuPy's ``data`` is a memory pointer whose ``ptr`` is the first element's address.
@@ -184,4 +185,14 @@ def broadcast_to(array: ndarray, shape: tuple[int, ...]) -> ndarray:
     view = numpy.broadcast_to(a, shape)
     return ndarray(numpy.lib.stride_tricks.as_strided(a, shape, view.strides))
 
-__all__ = ["ndarray", "asarray", "asnumpy", *_FUNCTIONS]
+class _StrideTricks:
+    @staticmethod
+    def as_strided(x: ndarray, shape: Any = None, strides: Any = None) -> ndarray:
+        return ndarray(numpy.lib.stride_tricks.as_strided(_unwrap(x), shape, strides))
+
+
+class lib:  # noqa: N801 - CuPy's name
+    stride_tricks = _StrideTricks
+
+
+__all__ = ["ndarray", "asarray", "asnumpy", "lib", *_FUNCTIONS]

@@ -703,3 +703,25 @@ v3.add_(1.0)
 name = v2.grad_fn.name()
 v4.sum().backward()
 """, "name")
+
+
+def test_gradient_of_a_view_whose_base_changed_goes_through_as_strided_backward() -> None:
+    # A view whose base was written in place regenerates its grad_fn as AsStridedBackward0;
+    # its gradient is PyTorch's as_strided_backward: size-1 dims squeezed, expanded dims summed.
+    _agree("""
+v1 = torch.rand(1, requires_grad=True)
+v2 = v1.expand(2, -1)
+with torch.no_grad():
+    v1.add_(1.0)
+g, = torch.autograd.grad(v2, v1, torch.ones(2, 1, requires_grad=True), create_graph=True)
+x = torch.rand(2, 3, requires_grad=True).clone()
+v = x.t()
+with torch.no_grad():
+    x.mul_(2)
+h, = torch.autograd.grad(v, x, torch.ones(3, 2, requires_grad=True), create_graph=True)
+y = torch.rand(3, requires_grad=True).clone()
+w = y[None].expand(2, 3)
+with torch.no_grad():
+    y.mul_(2)
+k, = torch.autograd.grad(w, y, torch.ones(2, 3, requires_grad=True), create_graph=True)
+""", "g", "graph(g)", "graph(v2)", "h", "graph(h)", "k", "graph(k)")
