@@ -130,7 +130,7 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = N
          device: Any = None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.result_type_of((fill_value,))
-    host = _backend.filled(_size((size,)), fill_value, dtype)
+    host = _backend.filled(_size((size,)), _dtype.checked_scalar(fill_value, dtype), dtype)
     return _finish(host, dtype, device, requires_grad)
 
 

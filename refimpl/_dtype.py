@@ -5,9 +5,11 @@ Only names live here; the array libraries' dtype objects are looked up by ``refi
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "dtype", "float16", "float32", "float64", "int32", "int64", "bool", "complex64", "complex128",
-    "promote_types", "result_type_of", "get_default_dtype",
+    "promote_types", "result_type_of", "get_default_dtype", "checked_scalar",
 ]
 
 _builtin_bool = bool
@@ -124,3 +126,42 @@ def result_type_of(operands: tuple) -> dtype:
             d = op.dtype
             dim_result = d if dim_result is None else promote_types(dim_result, d)
     return _combine_categories(dim_result, _combine_categories(zero_result, wrapped_result))
+
+
+# The finite range of each non-bool type (complex types: of each component), as c10's
+# ``overflows`` checks a number converted to an element.
+_FLOAT32_MAX = 3.4028234663852886e38
+_RANGE = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1), float16: (-65504.0, 65504.0),
+          float32: (-_FLOAT32_MAX, _FLOAT32_MAX), float64: (-math.inf, math.inf),
+          complex64: (-_FLOAT32_MAX, _FLOAT32_MAX), complex128: (-math.inf, math.inf)}
+_OVERFLOW_NAME = {int64: "int64_t"}  # the C++ type names c10's conversion check prints
+
+
+def _overflows(d: dtype, value: int | float | complex) -> _builtin_bool:
+    if d.kind == "b":
+        return False
+    if isinstance(value, complex):
+        # Complex to real drops a non-zero imaginary part: PyTorch counts that as overflow.
+        if d.kind != "c" and value.imag != 0:
+            return True
+        return _overflows(d, value.real) or _overflows(d, value.imag)
+    low, high = _RANGE[d]
+    if isinstance(value, float):
+        if d.kind in "fc" and math.isinf(value):
+            return False
+        if value != value:
+            return d.kind == "i"
+        # C++ compares in double: the integer limits are rounded first.
+        return value < float(low) or value > float(high)
+    return value < low or value > high
+
+
+def checked_scalar(value: int | float | complex, d: dtype) -> int | float | complex:
+    """``value`` as an element of type ``d``, refused as PyTorch refuses it (``fill_``,
+    ``full``, item assignment) when it does not fit."""
+    if _overflows(d, value):
+        name = _OVERFLOW_NAME.get(d, d.cpp_name)
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    if isinstance(value, complex) and d.kind != "c":
+        return value.real  # its imaginary part is zero: checked above
+    return value

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy
 
-from refimpl import _backend
+from refimpl import _backend, _dtype
 from refimpl.ops import functional as F
 from refimpl.ops.table import defop, iteration_order, lay_out_in_order
 
@@ -853,7 +853,8 @@ COPY_ = defop(
 ZERO_ = defop("zero_", "ZeroBackward0", lambda xp, self: xp.zeros_like(self),
               {"self": lambda grad: F.zeros_like(grad)})
 FILL_ = defop("fill_.Scalar", "FillBackward2",
-              lambda xp, self, *, value: xp.full_like(self, value),
+              lambda xp, self, *, value: xp.full_like(
+                  self, _dtype.checked_scalar(value, _backend.dtype_of(self))),
               {"self": lambda grad: F.zeros_like(grad)})
 FILL_TENSOR = defop("fill_.Tensor", "FillBackward3",
                     lambda xp, self, value: xp.broadcast_to(value, self.shape).astype(self.dtype),

@@ -381,12 +381,37 @@ def _copy_to(dst: Tensor, src: Tensor) -> None:
         copy_(dst, view)
 
 
+def _type_name(cls: type) -> str:
+    # CPython's tp_name: bare for built-in and Python-defined classes, dotted for the static
+    # types of extension modules ("numpy.float32").
+    heap_type = cls.__flags__ & (1 << 9)
+    return cls.__name__ if heap_type or cls.__module__ == "builtins" else \
+        f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _assigned_value(self: Tensor, value: Any) -> Tensor:
+    """The value of ``self[key] = value`` as a tensor, converted before the key is looked at:
+    a tensor as it is, a Python (or NumPy integer) number as a 0-d tensor of ``self``'s type;
+    anything else is refused."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, int) or (isinstance(value, numpy.integer)
+                                  and not isinstance(value, numpy.bool_)):
+        value = int(value)
+        if not -2**63 <= value < 2**63:
+            raise ValueError("Overflow when unpacking long long")
+    elif not isinstance(value, (float, complex)):
+        raise TypeError(f"can't assign a {_type_name(type(value))} to a {self.type()}")
+    # A float16 target gets the number as a double, then cast (out of range: inf).
+    dtype = _dtype.float64 if self.dtype is _dtype.float16 else self.dtype
+    return F.full_like_scalar(self, _dtype.checked_scalar(value, dtype))
+
+
 def setitem(self: Tensor, key: Any, value: Any) -> None:
     """``tensor[key] = value`` as PyTorch's ``__setitem__`` does it: basic indices give the
     target view (a whole-dim slice is the tensor itself) that the value is copied into,
     advanced indices an in-place ``index_put_`` (``IndexPutBackward0``)."""
-    if not isinstance(value, Tensor):
-        value = F.full_like_scalar(self, value)
+    value = _assigned_value(self, value)
     if key is False:
         return
     if key is Ellipsis:

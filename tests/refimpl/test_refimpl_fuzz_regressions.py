@@ -725,3 +725,35 @@ with torch.no_grad():
     y.mul_(2)
 k, = torch.autograd.grad(w, y, torch.ones(2, 3, requires_grad=True), create_graph=True)
 """, "g", "graph(g)", "graph(v2)", "h", "graph(h)", "k", "graph(k)")
+
+
+def test_item_assignment_converts_the_value_first() -> None:
+    # tensor[key] = value takes a tensor or a number (a NumPy integer too), before it looks at
+    # the key or at autograd; anything else, a None gradient included, is a TypeError naming
+    # the value's type. A number must fit the element type, as for fill_ and full.
+    _agree("""
+def assign(t, key, value):
+    t[key] = value
+    return t
+
+def outcome(fn):
+    try:
+        return fn()
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+leaf = torch.rand(1, 2, 1, requires_grad=True)
+_, unused = torch.autograd.grad(leaf.sum(), [leaf, torch.rand(1, 2, 1, requires_grad=True)],
+                                allow_unused=True)
+values = [None, "a", [1.0], (1.0,), np.float64(2), np.float32(2), np.ones(1), np.bool_(True),
+          np.int64(3), np.uint64(2**63 + 5), 2**70, True, 1 + 2j, complex(3, 0), 1e300]
+dtypes = [torch.float16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,
+          torch.complex64]
+numbers = [2**31, 2**63 - 1, 1e5, 1e39, float("nan"), float("inf"), 1 + 1j, complex(1e300, 0)]
+""", "assign(leaf, [0], unused)", "assign(leaf, False, None)",
+           "[outcome(lambda: assign(torch.zeros(2), [0], v)) for v in values]",
+           "[outcome(lambda: assign(torch.zeros(2, dtype=d), 0, v)) for d in dtypes "
+           "for v in numbers]",
+           "[outcome(lambda: torch.zeros(2, dtype=d).fill_(v)) for d in dtypes for v in numbers]",
+           "[outcome(lambda: torch.full((1,), v, dtype=d)) for d in dtypes for v in numbers]",
+           "outcome(lambda: leaf.fill_(1e300))", "outcome(lambda: leaf.clone().fill_(1e300))")
