@@ -43,7 +43,10 @@ def device(t):
 
 
 def value(t):
-    return t.detach().cpu().numpy()
+    t = t.detach().cpu()
+    if getattr(t, "_is_zerotensor", lambda: False)():
+        t = t.clone()  # an immutable ZeroTensor: read its materialized copy
+    return t.numpy()
 '''
 
 RANDOM = '''

@@ -22,6 +22,10 @@ NON_LEAF_GRAD_WARNING = (
     "If you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor "
     "instead. See github.com/pytorch/pytorch/pull/30531 for more information."
 )
+ZERO_TENSOR_IMMUTABLE = ("ZeroTensors are immutable. Please use the materialized zero tensor "
+                         "obtained using .clone() if you want a mutable tensor.")
+ZERO_TENSOR_COPY = ("ZeroTensors are immutable. Please materialize the tensor using `.clone()`, "
+                    "if you want a mutable zero tensor.")
 NON_LEAF_FLAG = "you can only change requires_grad flags of leaf variables."
 NON_LEAF_FLAG_OFF = (
     NON_LEAF_FLAG + " If you want to use a computed variable in a subgraph that doesn't require "
@@ -108,6 +112,9 @@ class Tensor:
                  # PyTorch keeps apart from its base's: it gives a view without a grad_fn a
                  # gradient accumulator of its own.
                  "_view_requires_grad",
+                 # PyTorch's ZeroTensor: an immutable tensor of zeros some gradient formulas
+                 # return (the derivative of sgn); see refimpl.ops.table.OpRow.zeros.
+                 "_zero",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -316,6 +323,8 @@ class Tensor:
             self._grad = old + grad
         else:
             check_no_internal_overlap(old._data)
+            if old._zero:
+                raise RuntimeError(ZERO_TENSOR_IMMUTABLE)
             old._data += grad._data.astype(old._data.dtype, copy=False)
             old._bump_version()
 
@@ -367,6 +376,7 @@ class Tensor:
         """A new leaf sharing this tensor's data and version counter, not requiring grad."""
         out = wrap(self._data, self._device)
         out._vc = self._shared_version()
+        out._zero = self._zero
         return out
 
     def detach_(self) -> Tensor:
@@ -381,7 +391,9 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        return wrap(self._data, self._device)
+        out = wrap(self._data, self._device)
+        out._zero = self._zero
+        return out
 
     @data.setter
     def data(self, value: Tensor) -> None:
@@ -466,7 +478,13 @@ class Tensor:
         return self._host().reshape(()).item()
 
     def tolist(self) -> Any:
+        if self._zero:
+            raise RuntimeError("tolist() shouldn't be called on a tensor with unallocated "
+                               "storage")
         return self._host().tolist()
+
+    def _is_zerotensor(self) -> bool:
+        return self._zero
 
     def numpy(self, *, force: bool = False) -> Any:
         """The data as a NumPy array sharing memory (cpu tensors that do not require grad)."""
@@ -479,7 +497,10 @@ class Tensor:
                     f"can't convert {self._device} device type tensor to numpy. Use "
                     "Tensor.cpu() to copy the tensor to host memory first.")
             return self._host()
-        return self._data
+        if self._zero and not force:
+            raise RuntimeError(" Cannot convert a ZeroTensor to numpy. Set force=True if you "
+                               "need the zero array.")
+        return self._data.copy() if self._zero else self._data
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
@@ -575,6 +596,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._view_requires_grad = False
     t._attr_version = 0
     t._output_nr = 0
+    t._zero = False
     return t
 
 

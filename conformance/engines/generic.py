@@ -106,6 +106,10 @@ class TorchLikeEngine(Engine):
             tensor = tensor.float()
         if hasattr(tensor, "resolve_conj"):
             tensor = tensor.resolve_conj().resolve_neg()
+        is_zero = getattr(tensor, "_is_zerotensor", None)
+        if is_zero is not None and is_zero():
+            # An immutable ZeroTensor has no storage to read; its values are its clone's.
+            tensor = tensor.clone()
         if str(tensor.device) != "cpu":
             tensor = tensor.cpu()
         return np.asarray(tensor.numpy())

@@ -131,14 +131,14 @@ ADD = defop(
     lambda xp, self, other, *, alpha=1: self + other if alpha == 1 else self + alpha * other,
     {"self": lambda grad: grad,
      "other": lambda grad, alpha: grad if alpha == 1 else scale(alpha, grad)},
-    layout="elementwise",
+    layout="elementwise", zeros="all",
 )
 SUB = defop(
     "sub.Tensor", "SubBackward0",
     lambda xp, self, other, *, alpha=1: self - other if alpha == 1 else self - alpha * other,
     {"self": lambda grad: grad,
      "other": lambda grad, alpha: -grad if alpha == 1 else scale(alpha, -grad)},
-    layout="elementwise",
+    layout="elementwise", zeros="all",
 )
 RSUB = defop(
     "rsub.Scalar", "RsubBackward1",
@@ -157,14 +157,14 @@ MUL = defop(
     "mul.Tensor", "MulBackward0",
     lambda xp, self, other: self * other,
     {"self": lambda grad, other: grad * other, "other": lambda grad, self: grad * self},
-    layout="elementwise",
+    layout="elementwise", zeros="any",
 )
 DIV = defop(
     "div.Tensor", "DivBackward0",
     lambda xp, self, other: self / other,
     {"self": lambda grad, other: grad / other,
      "other": lambda grad, self, other: -grad * ((self / other) / other)},
-    layout="elementwise",
+    layout="elementwise", zeros="self",
 )
 MUL_SCALAR = defop(
     "mul.Scalar", "MulBackward1",
@@ -253,6 +253,7 @@ DOT = defop(
     "dot", "DotBackward0",
     lambda xp, self, tensor: xp.dot(self, tensor),
     {"self": lambda grad, tensor: grad * tensor, "tensor": lambda grad, self: grad * self},
+    zeros="any",
 )
 MV = defop(
     "mv", "MvBackward0",
@@ -421,8 +422,16 @@ RELU = defop(
     {"self": lambda grad, result: F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})},
     layout="elementwise",
 )
+def _sgn_backward(grad: Any) -> Any:
+    # The derivative of sgn on real numbers is zero everywhere: PyTorch returns an immutable
+    # ZeroTensor, which the products of the formulas that use it keep (see OpRow.zeros).
+    zero = F.zeros_like(grad)
+    zero._zero = True
+    return zero
+
+
 SGN = defop("sgn", "SgnBackward0", lambda xp, self: xp.sign(self),
-            {"self": lambda grad: F.zeros_like(grad)}, layout="elementwise")
+            {"self": _sgn_backward}, layout="elementwise")
 SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
              {"self": lambda grad: F.zeros_like(grad)}, layout="elementwise")
 ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),

@@ -18,6 +18,8 @@ import numpy
 
 from refimpl import _backend, _dtype
 from refimpl._tensor import (
+    ZERO_TENSOR_COPY,
+    ZERO_TENSOR_IMMUTABLE,
     Tensor,
     _copy,
     check_no_internal_overlap,
@@ -160,6 +162,9 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     ``checked``: the caller already ran :func:`check_write`)."""
     if not checked:
         check_write(row, self, others)
+    if self._zero:
+        # Autograd's checks come first; the kernel then refuses to write a ZeroTensor.
+        raise RuntimeError(ZERO_TENSOR_COPY if row is D.COPY_ else ZERO_TENSOR_IMMUTABLE)
     recording = grad_mode._state.enabled
     if others and same_device:
         F.same_device([self, *others])

@@ -86,16 +86,24 @@ class OpRow:
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
                  "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order",
-                 "unpack_order")
+                 "unpack_order", "zeros")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
                  multi_output: bool = False,
                  extra_outputs: Sequence[str] = (), changes_device: bool = False,
-                 holomorphic: bool = True, layout: str | None = None) -> None:
+                 holomorphic: bool = True, layout: str | None = None,
+                 zeros: str | None = None) -> None:
         if layout not in (None, "elementwise", "contiguous"):
             raise ValueError(f"op row {name!r}: layout must be None, 'elementwise' or "
                              f"'contiguous', not {layout!r}")
+        if zeros not in (None, "self", "any", "all"):
+            raise ValueError(f"op row {name!r}: zeros must be None, 'self', 'any' or 'all', "
+                             f"not {zeros!r}")
+        # When the result is an immutable zero tensor (PyTorch's ZeroTensor): when ``self``
+        # is one ("self", every view), when any input is ("any": products), when all are
+        # ("all": sums); None: never, the op works on the zeros.
+        self.zeros = "self" if view else zeros
         self.name = name
         self.layout = layout
         self.holomorphic = holomorphic
@@ -205,14 +213,16 @@ def defop(name: str, node: str, forward: Callable[..., Any],
           derivatives: dict[str, Callable[..., Any]] | None = None, *, view: bool = False,
           multi_output: bool = False,
           extra_outputs: Sequence[str] = (), changes_device: bool = False,
-          holomorphic: bool = True, layout: str | None = None) -> OpRow:
+          holomorphic: bool = True, layout: str | None = None,
+          zeros: str | None = None) -> OpRow:
     """Create and register a row (see the module docstring); names must be unique."""
     if name in ROWS:
         raise ValueError(f"op row {name!r} is already defined ({ROWS[name]!r}); pick another "
                          "overload name")
     row = OpRow(name, node, forward, derivatives or {}, view=view, multi_output=multi_output,
                 extra_outputs=extra_outputs,
-                changes_device=changes_device, holomorphic=holomorphic, layout=layout)
+                changes_device=changes_device, holomorphic=holomorphic, layout=layout,
+                zeros=zeros)
     ROWS[name] = row
     return row
 
@@ -292,6 +302,14 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
 _NO_EDGE = (None, 0)
 
 
+def _is_zero_result(rule: str, tensors: Sequence[Tensor]) -> bool:
+    if rule == "self":
+        return tensors[0]._zero
+    if rule == "any":
+        return any(t._zero for t in tensors)
+    return all(t._zero for t in tensors)
+
+
 def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None = None,
           arrays: Sequence[Any] | None = None) -> Any:
     """Run ``row`` on ``tensors`` and record its node when grad mode and the inputs ask for it.
@@ -324,6 +342,8 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     elif row.layout is not None and out.ndim > 1:
         out = _lay_out(backend.xp, out, arrays if row.layout == "elementwise" else None)
     result = wrap(out, dev)
+    if row.zeros is not None and tensors[0]._zero | tensors[-1]._zero:
+        result._zero = _is_zero_result(row.zeros, tensors)
     if row.is_view:
         base = tensors[0]
         root = base._base if base._base is not None else base

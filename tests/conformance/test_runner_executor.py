@@ -219,3 +219,18 @@ class _Renamed(Engine):
 
     def reset(self):
         self.inner.reset()
+
+
+@pytest.mark.parametrize("name", ["torch", "refimpl"])
+def test_adapters_read_the_values_of_an_immutable_zero_tensor(name, torch_engine):
+    # The second derivative of abs is a ZeroTensor, whose numpy() refuses; an observation of
+    # its values must still read zeros, not crash the adapter.
+    from conformance.engines import load_engine
+
+    engine = torch_engine if name == "torch" else load_engine("refimpl")
+    ns = engine.namespace(np.random.default_rng(0))
+    exec("x = torch.tensor([1., -2.], requires_grad=True)\n"
+         "g, = torch.autograd.grad(x.abs().sum(), [x], create_graph=True)\n"
+         "h, = torch.autograd.grad(g.sum(), [x])", ns)
+    assert ns["h"]._is_zerotensor()
+    np.testing.assert_array_equal(engine.to_numpy(ns["h"]), np.zeros(2, dtype=np.float32))

@@ -29,7 +29,7 @@ def _observe(case: OpCase, arrays: list[np.ndarray], device: str) -> tuple:
     assert all(g is None or g.device == out.device for g in (*grads, *second))
 
     def host(t: refimpl.Tensor | None) -> np.ndarray | None:
-        return None if t is None else t.detach().cpu().numpy()
+        return None if t is None else t.detach().numpy(force=True)
 
     return (str(out.device), graph(out), host(out), [host(g) for g in grads],
             [host(g) for g in second])

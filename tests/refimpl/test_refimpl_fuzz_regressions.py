@@ -757,3 +757,47 @@ numbers = [2**31, 2**63 - 1, 1e5, 1e39, float("nan"), float("inf"), 1 + 1j, comp
            "[outcome(lambda: torch.zeros(2, dtype=d).fill_(v)) for d in dtypes for v in numbers]",
            "[outcome(lambda: torch.full((1,), v, dtype=d)) for d in dtypes for v in numbers]",
            "outcome(lambda: leaf.fill_(1e300))", "outcome(lambda: leaf.clone().fill_(1e300))")
+
+
+def test_sgn_derivative_is_an_immutable_zero_tensor() -> None:
+    # PyTorch's sgn_backward returns a ZeroTensor: the ops with ZeroTensor kernels keep it
+    # (mul, div by anything, add/sub of two, dot, views, detach), the rest materialize zeros;
+    # writes to it, tolist() and numpy() are refused.
+    _agree("""
+def zero():
+    x = torch.tensor([1., -2.], requires_grad=True)
+    g, = torch.autograd.grad(x.abs().sum(), [x], create_graph=True)
+    return torch.autograd.grad(g.sum(), [x])[0]
+
+def outcome(fn):
+    try:
+        out = fn()
+        return out._is_zerotensor() if isinstance(out, torch.Tensor) else out
+    except Exception as exc:
+        return (type(exc).__name__, str(exc))
+
+z, o = zero(), torch.tensor([3., 4.])
+derived = [lambda: z * o, lambda: o * z, lambda: z * 2, lambda: z / o, lambda: o / z,
+           lambda: -z, lambda: z + o, lambda: z + z, lambda: z - z, lambda: z - 1, lambda: 1 - z,
+           lambda: z.sum(), lambda: z.detach(), lambda: z.data, lambda: z.view(2), lambda: z[0],
+           lambda: z.exp(), lambda: z @ o, lambda: z.clone(), lambda: z.unsqueeze(0).t(),
+           lambda: z.expand(3, 2), lambda: z.mean(), lambda: z.float(), lambda: z.double(),
+           lambda: torch.ones(2, 2).mv(z), lambda: z.unbind()[0], lambda: z[0].item()]
+writes = [lambda: zero().add_(1), lambda: zero().zero_(), lambda: zero().fill_(1),
+          lambda: zero().copy_(o), lambda: zero().__setitem__(0, 1.0),
+          lambda: zero().__setitem__(slice(None), o), lambda: zero()[0].mul_(2),
+          lambda: zero().requires_grad_().add_(1), lambda: o.clone().add_(zero()),
+          lambda: z.tolist(), lambda: z.numpy(), lambda: z.numpy(force=True).tolist()]
+
+def accumulate(first, second):
+    x = torch.tensor([1., -2.], requires_grad=True)
+    steps = {"zero": lambda: torch.autograd.grad(x.abs().sum(), [x], create_graph=True)[0]
+             .sum().backward(),
+             "dense": lambda: (x * x).sum().backward(),
+             "graph": lambda: (x * x).sum().backward(create_graph=True)}
+    steps[first]()
+    steps[second]()
+    return x.grad._is_zerotensor(), x.grad.detach().clone()
+""", "[outcome(f) for f in derived]", "[outcome(f) for f in writes]",
+           "[outcome(lambda a=a, b=b: accumulate(a, b)) for a in ('zero', 'dense') "
+           "for b in ('zero', 'dense', 'graph')]")

@@ -32,7 +32,7 @@ def test_first_derivative_matches_finite_differences(case: OpCase) -> None:
     _, grads = _grads(case, arrays, v)
     expected = numerical_vjp(lambda xs: _run(case, xs), arrays, v, case.eps)
     for g, e in zip(grads, expected, strict=True):
-        got = np.zeros_like(e) if g is None else g.numpy()
+        got = np.zeros_like(e) if g is None else g.numpy(force=True)
         np.testing.assert_allclose(got, e, rtol=case.tol, atol=case.tol)
 
 
@@ -49,7 +49,7 @@ def test_second_derivative_matches_finite_differences(case: OpCase) -> None:
 
     def first(xs: list[np.ndarray]) -> np.ndarray:
         _, grads = _grads(case, xs, v)
-        return np.array(sum(0.0 if g is None else float(np.sum(g.numpy() * w))
+        return np.array(sum(0.0 if g is None else float(np.sum(g.numpy(force=True) * w))
                             for g, w in zip(grads, ws, strict=True)))
 
     ins, grads = _grads(case, arrays, v, create_graph=True)
@@ -61,5 +61,5 @@ def test_second_derivative_matches_finite_differences(case: OpCase) -> None:
         second = refimpl.autograd.grad(total, ins, allow_unused=True)
     expected = numerical_vjp(first, arrays, np.array(1.0), 1e-5)
     for g, e in zip(second, expected, strict=True):
-        got = np.zeros_like(e) if g is None else g.numpy()
+        got = np.zeros_like(e) if g is None else g.numpy(force=True)
         np.testing.assert_allclose(got, e, rtol=1e-4, atol=1e-4)
