@@ -29,7 +29,7 @@ from refimpl._tensor import (
     wrap,
 )
 from refimpl.autograd import forward_ad, grad_mode
-from refimpl.autograd.graph import Node, init_node
+from refimpl.autograd.graph import SECOND_BACKWARD, Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
 from refimpl.ops.table import _record, edge
@@ -93,7 +93,14 @@ class CopySlices(Node):
     def name(self) -> str:
         return "torch::autograd::CopySlices"
 
+    def release_variables(self) -> None:
+        # PyTorch drops the op's node itself, saved tensors or not: a second pass through
+        # this node without retain_graph is refused even when the op saved nothing.
+        self.fn = None
+
     def apply(self, grad: Tensor) -> list[Tensor | None]:
+        if self.fn is None:
+            raise RuntimeError(SECOND_BACKWARD)
         result = F.zeros(self._shape, dtype=grad.dtype, device=grad.device)
         copy_(result, grad)
         region = F.apply(D.AS_STRIDED, (result,), view_geometry(self._shape, self._steps))

@@ -801,3 +801,19 @@ def accumulate(first, second):
 """, "[outcome(f) for f in derived]", "[outcome(f) for f in writes]",
            "[outcome(lambda a=a, b=b: accumulate(a, b)) for a in ('zero', 'dense') "
            "for b in ('zero', 'dense', 'graph')]")
+
+
+def test_copy_slices_is_freed_by_a_backward_pass_without_retain_graph() -> None:
+    # CopySlices drops the node of the op written through the view, saved tensors or not.
+    _agree("""
+def twice(retain):
+    x = torch.tensor([0.3, 0.2], requires_grad=True)
+    y = x.neg()
+    y[0] = 1.5
+    torch.autograd.grad(y.sum(), [x], retain_graph=retain)
+    try:
+        y.sum().backward()
+    except RuntimeError as exc:
+        return str(exc)
+    return x.grad
+""", "twice(False)", "twice(True)")
