@@ -203,8 +203,11 @@ MSE_LOSS = defop(
 )
 MSE_LOSS_BACKWARD = defop(
     "mse_loss_backward", "MseLossBackwardBackward0",
+    # PyTorch's kernel writes into zeros like ``self``: the result has self's dtype even when
+    # the target (or the incoming gradient) has a wider one.
     lambda xp, grad_output, self, target, *, reduction="mean":
-        _mse_scale(reduction, self.shape) * (self - target) * grad_output,
+        (_mse_scale(reduction, self.shape) * (self - target) * grad_output).astype(
+            self.dtype, copy=False),
     {"grad_output": lambda grad, self, target, reduction:
          grad * (self - target) * _mse_scale(reduction, self.shape),
      "self": lambda grad, grad_output, self_shape, reduction:

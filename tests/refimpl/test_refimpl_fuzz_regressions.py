@@ -817,3 +817,16 @@ def twice(retain):
         return str(exc)
     return x.grad
 """, "twice(False)", "twice(True)")
+
+
+def test_mse_loss_gradient_has_the_dtype_of_its_input() -> None:
+    # mse_loss_backward writes into zeros like its input: a float32 target of a float64 input
+    # gets a float32 gradient from the node itself, with no cast (ToCopyBackward0) after it.
+    _agree("""
+x = torch.tensor([0.25, 0.5], dtype=torch.float64, requires_grad=True)
+t = torch.tensor([1.0, -1.0], requires_grad=True)
+loss = torch.nn.functional.mse_loss(x, t)
+gx, gt = torch.autograd.grad(loss, [x, t], create_graph=True)
+hx, ht = torch.autograd.grad((gx * gx).sum() + (gt * gt).sum(), [x, t])
+""", "graph(gx)", "graph(gt)", "str(gx.dtype)", "str(gt.dtype)", "gx", "gt", "hx", "ht",
+           "str(hx.dtype)", "str(ht.dtype)")
