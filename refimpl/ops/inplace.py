@@ -377,6 +377,14 @@ def fill_tensor_(self: Tensor, value: Tensor) -> Tensor:
     return inplace(D.FILL_TENSOR, self, [value], [self._data, value._data], same_device=False)
 
 
+def _strip_leading_ones(value: Tensor, always: bool = False) -> Tensor:
+    # PyTorch's slicePrefix1sSize for item assignment: a view without the value's leading
+    # size-1 dims (taken even when there are none where ``always``: copy_to records it).
+    shape = value._data.shape
+    lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
+    return F.view(value, shape[lead:]) if lead or always else value
+
+
 def _copy_to(dst: Tensor, src: Tensor) -> None:
     # PyTorch's copy_to for item assignment: copy_ when the shapes agree, fill_ from a 0-d CPU
     # value, else a view of the value without its leading size-1 dims, expanded to the target.
@@ -385,9 +393,7 @@ def _copy_to(dst: Tensor, src: Tensor) -> None:
     elif src.dim() == 0 and src._device.type == "cpu":
         fill_tensor_(dst, src)
     else:
-        shape = src._data.shape
-        lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
-        view = F.view(src, shape[lead:])
+        view = _strip_leading_ones(src, always=True)
         if view._data.shape != dst._data.shape:
             view = F.expand(view, dst._data.shape)
         copy_(dst, view)
@@ -440,10 +446,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     if not indices:
         _copy_to(target, value)
         return
-    shape = value._data.shape
-    lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
-    values = F.view(value, shape[lead:]) if lead else value
-    index_put_(target, indices, values)
+    index_put_(target, indices, _strip_leading_ones(value))
 
 
 def index_put_(self: Tensor, indices: list[Any], values: Tensor,
