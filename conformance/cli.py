@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     lint = commands.add_parser("lint", help="check case files without running anything")
     lint.add_argument("paths", nargs="*", type=Path, default=[DEFAULT_SPEC_DIR / "cases"])
     lint.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR")
+    lint.add_argument("--sources", type=Path, metavar="DIR",
+                      help="also check every quote against the documents' texts in DIR "
+                           "(found by the file names in spec/sources.yaml)")
     fuzz_cli.add_parser(commands)
     return parser
 
@@ -102,10 +105,15 @@ def _load(paths: Sequence[Path], spec: Path) -> LoadResult | None:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    result = load(args.paths, SpecResources.load(args.spec))
+    if args.sources is not None and not args.sources.is_dir():
+        print(f"error: --sources {args.sources}: no such folder", file=sys.stderr)
+        return 2
+    result = load(args.paths, SpecResources.load(args.spec, texts_dir=args.sources))
     for problem in result.problems:
         print(problem)
-    print(f"{len(result.cases)} cases checked, {len(result.problems)} problem(s)")
+    quotes = "quotes checked against the texts" if args.sources else \
+        "quotes not checked against the texts (use --sources DIR)"
+    print(f"{len(result.cases)} cases checked, {len(result.problems)} problem(s); {quotes}")
     return 1 if result.problems else 0
 
 

@@ -3,7 +3,8 @@
 `load(paths)` reads every file first and runs nothing: YAML errors, the JSON Schema
 (`spec/case.schema.json` when present), the case structure, duplicate ids (across all files),
 ids that do not start with the file's stem, unregistered features, quotes missing from the cited
-seed document, and the `ast` check of every snippet and expectation against `spec/api.yaml`.
+document (`spec/sources.yaml`; with `texts_dir`, also that each quote is in the document's
+text), and the `ast` check of every snippet and expectation against `spec/api.yaml`.
 
     >>> result = load([Path("spec/cases")])            # doctest: +SKIP
     >>> for problem in result.problems: print(problem)  # doctest: +SKIP
@@ -14,10 +15,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,14 @@ import yaml
 
 from conformance.api import Api, ApiFormatError, check_expression, check_snippet
 from conformance.case import Case, CaseFormatError, line_of
+from conformance.sources import SourceDocument, collapse, load_sources, read_texts
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC_DIR = REPO_ROOT / "spec"
-SEEDS_ENV = "AUTOGRAD_CONFORMANCE_SEEDS"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+# A wheel carries the specification inside the package (`conformance/spec`, copied from the
+# repository's top-level `spec/` when the wheel is built); a checkout reads `spec/` itself.
+DEFAULT_SPEC_DIR = (PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec" / "cases").is_dir()
+                    else REPO_ROOT / "spec")
 
 
 @dataclass(frozen=True, order=True)
@@ -130,23 +133,30 @@ def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
 
 @dataclass
 class SpecResources:
-    """What cases are checked against: the schema, the feature registry, the API, the seeds."""
+    """What cases are checked against: the schema, the features, the API, the source documents.
+
+    `texts_dir`, when given, is a folder with the documents' texts (`lint --sources DIR`): every
+    quote is then also checked against its document's words.
+    """
 
     spec_dir: Path
-    seed_dirs: list[Path]
+    texts_dir: Path | None = None
     features: frozenset[str] | None = None
     api: Api | None = None
     schema: Any = None
+    sources: dict[str, SourceDocument] | None = None
+    texts: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
     @classmethod
-    def load(cls, spec_dir: Path | None = None, seed_dirs: Sequence[Path] | None = None
+    def load(cls, spec_dir: Path | None = None, texts_dir: Path | None = None
              ) -> SpecResources:
         spec_dir = Path(spec_dir) if spec_dir is not None else DEFAULT_SPEC_DIR
-        resources = cls(spec_dir, list(seed_dirs) if seed_dirs is not None else default_seeds())
+        resources = cls(spec_dir, Path(texts_dir) if texts_dir is not None else None)
         resources._load_features(spec_dir / "features.yaml")
         resources._load_api(spec_dir / "api.yaml")
         resources._load_schema(spec_dir / "case.schema.json")
+        resources._load_sources(spec_dir / "sources.yaml")
         return resources
 
     def _load_features(self, path: Path) -> None:
@@ -185,28 +195,21 @@ class SpecResources:
         except (OSError, ValueError, jsonschema.SchemaError) as exc:
             self.problems.append(Problem(str(path), 1, f"unusable JSON Schema: {exc}"))
 
-    def seed_text(self, doc: str) -> str | None:
-        return _seed_text(tuple(self.seed_dirs), doc)
-
-
-def default_seeds() -> list[Path]:
-    dirs = [Path(p) for p in os.environ.get(SEEDS_ENV, "").split(os.pathsep) if p]
-    return dirs + [REPO_ROOT.parent / "shared" / "seeds"]
-
-
-@lru_cache(maxsize=64)
-def _seed_text(seed_dirs: tuple[Path, ...], doc: str) -> str | None:
-    if "/" in doc or "\\" in doc or doc.startswith("."):
-        return None
-    for directory in seed_dirs:
-        path = directory / doc
-        if path.is_file():
-            return _collapse(path.read_text(encoding="utf-8"))
-    return None
-
-
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
+    def _load_sources(self, path: Path) -> None:
+        if not path.exists():
+            self.problems.append(Problem(str(path), 1, "source document registry not found"))
+            return
+        self.sources, problems = load_sources(path)
+        self.problems += [Problem(str(path), line, msg) for line, msg in problems]
+        if self.texts_dir is None:
+            return
+        self.texts, missing = read_texts(self.sources, self.texts_dir)
+        self.problems += [Problem(str(path), 1, f"--sources: {msg}") for msg in missing]
+        for doc in self.sources.values():
+            for passage in doc.pytorch_docs:
+                if doc.id in self.texts and collapse(passage.quote) not in self.texts[doc.id]:
+                    self.problems.append(Problem(str(path), 1, f"{doc.id}: pytorch_docs quote "
+                                                 f"not in {doc.file}: {passage.quote[:60]!r}"))
 
 
 def case_files(paths: Iterable[Path]) -> list[Path]:
@@ -311,11 +314,11 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
                 add(line_of(case.raw, "features"),
                     f"unknown feature '{feature}' (register it in spec/features.yaml)")
     for source in (*case.sources, *case.errata):
-        text = resources.seed_text(source.doc)
-        if text is None:
-            add(source.line, f"source document '{source.doc}' not found in "
-                f"{', '.join(map(str, resources.seed_dirs))} (set ${SEEDS_ENV})")
-        elif _collapse(source.quote) not in text:
+        if resources.sources is not None and source.doc not in resources.sources:
+            add(source.line, f"unknown source document '{source.doc}' (the ids are in "
+                f"{resources.spec_dir / 'sources.yaml'}: {', '.join(sorted(resources.sources))})")
+        elif source.doc in resources.texts and collapse(source.quote) not in \
+                resources.texts[source.doc]:
             add(source.line, f"quote not found in {source.doc}: {source.quote[:60]!r}")
     if resources.api is not None:
         defined: set[str] = set()

@@ -23,14 +23,10 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC_DIR = REPO_ROOT / "spec"
+from conformance.loader import DEFAULT_SPEC_DIR
+from conformance.sources import collapse, load_sources
+
 OUTPUT_NAME = "TRACEABILITY.md"
-
-
-def collapse(text: str) -> str:
-    """The text with every run of whitespace replaced by one space, stripped."""
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def overlaps(a: str, b: str) -> bool:
@@ -51,7 +47,6 @@ class Claim:
 @dataclass
 class Document:
     doc: str
-    short: str
     title: str
     claims: list[Claim]
 
@@ -95,7 +90,7 @@ def load_claims(path: Path) -> list[Document]:
     for index, entry in enumerate(data["documents"]):
         where = f"{path}: documents[{index}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("claims"), list):
-            raise TraceabilityError(f"{where}: needs doc, short, title and a 'claims' list")
+            raise TraceabilityError(f"{where}: needs doc and a 'claims' list")
         claims = []
         for number, item in enumerate(entry["claims"]):
             missing = [k for k in ("id", "quote", "says") if not isinstance(item.get(k), str)]
@@ -106,8 +101,7 @@ def load_claims(path: Path) -> list[Document]:
                 raise TraceabilityError(f"{where}: duplicate claim id {item['id']!r}")
             seen.add(item["id"])
             claims.append(Claim(item["id"], str(entry["doc"]), item["quote"], item["says"]))
-        documents.append(Document(str(entry["doc"]), str(entry.get("short", "")),
-                                  str(entry.get("title", "")), claims))
+        documents.append(Document(str(entry["doc"]), "", claims))
     return documents
 
 
@@ -139,10 +133,18 @@ def load_citations(case_files: Iterable[Path]) -> tuple[list[Citation], list[Cit
 def trace(spec_dir: Path = DEFAULT_SPEC_DIR) -> Trace:
     """Match every case citation in `spec_dir/cases` against `spec_dir/claims.yaml`."""
     documents = load_claims(spec_dir / "claims.yaml")
-    sources, errata, count = load_citations(sorted((spec_dir / "cases").glob("*.yaml")))
+    sources, problems = load_sources(spec_dir / "sources.yaml")
+    if problems:
+        raise TraceabilityError(f"{spec_dir / 'sources.yaml'}:{problems[0][0]}: {problems[0][1]}")
+    for document in documents:
+        if document.doc not in sources:
+            raise TraceabilityError(f"{spec_dir / 'claims.yaml'}: document {document.doc!r} is "
+                                    f"not in sources.yaml ({', '.join(sorted(sources))})")
+        document.title = sources[document.doc].title
+    citations, errata, count = load_citations(sorted((spec_dir / "cases").glob("*.yaml")))
     claims = [c for d in documents for c in d.claims]
     orphans = []
-    for citation in sources:
+    for citation in citations:
         hits = [c for c in claims if c.doc == citation.doc and overlaps(c.quote, citation.quote)]
         for claim in hits:
             if citation.case_id not in claim.cases:

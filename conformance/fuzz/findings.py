@@ -33,7 +33,7 @@ from conformance.loader import load
 from conformance.repro import repro_script
 
 DEFAULT_OUT = Path("findings")
-SOURCE = {"doc": "000_ab61d14c9099960f.txt", "quote": "calculate gradients through the DAG."}
+SOURCE = {"doc": "autodiff-notes-flat", "quote": "calculate gradients through the DAG."}
 """Every generated program exercises the DAG this sentence describes; cite it so the case lints."""
 
 

@@ -13,7 +13,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @pytest.fixture
 def resources() -> SpecResources:
-    return SpecResources.load(DATA / "spec", seed_dirs=[DATA / "seeds"])
+    return SpecResources.load(DATA / "spec", texts_dir=DATA / "texts")
 
 
 @pytest.fixture(scope="session")

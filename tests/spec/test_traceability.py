@@ -8,7 +8,10 @@ import yaml
 
 from conformance import traceability
 
-CLAIMS = {"documents": [{"doc": "d.txt", "short": "d", "title": "A doc", "claims": [
+SOURCES = {"documents": [{"id": name, "title": f"Doc {name}", "author": "a", "site": "s",
+                          "kind": "blog", "reflects": "not stated", "file": f"{name}.txt"}
+                         for name in ("d", "other")]}
+CLAIMS = {"documents": [{"doc": "d", "claims": [
     {"id": "d.1", "quote": "leaves   get grad", "says": "Leaves get grad."},
     {"id": "d.2", "quote": "a <Node> named | here", "says": "Node names."},
 ]}]}
@@ -17,6 +20,7 @@ CLAIMS = {"documents": [{"doc": "d.txt", "short": "d", "title": "A doc", "claims
 def make_spec(tmp_path: Path, sources: list[dict], errata: list[dict] | None = None) -> Path:
     (tmp_path / "cases").mkdir()
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(CLAIMS))
+    (tmp_path / "sources.yaml").write_text(yaml.safe_dump(SOURCES))
     case = {"id": "leaf.a", "rule": "r", "sources": sources, "steps": [{"run": "x = 1"}]}
     if errata:
         case["errata"] = errata
@@ -31,22 +35,22 @@ def test_overlap_is_containment_after_collapsing_whitespace() -> None:
 
 
 def test_case_covers_only_claims_it_overlaps(tmp_path: Path) -> None:
-    spec = make_spec(tmp_path, [{"doc": "d.txt", "quote": "get grad"}])
+    spec = make_spec(tmp_path, [{"doc": "d", "quote": "get grad"}])
     result = traceability.trace(spec)
     assert [c.cases for c in result.documents[0].claims] == [["leaf.a"], []]
     assert [c.id for c in result.uncovered] == ["d.2"]
 
 
 def test_same_words_in_another_document_do_not_cover(tmp_path: Path) -> None:
-    spec = make_spec(tmp_path, [{"doc": "other.txt", "quote": "leaves get grad"}])
+    spec = make_spec(tmp_path, [{"doc": "other", "quote": "leaves get grad"}])
     result = traceability.trace(spec)
     assert len(result.uncovered) == 2
     assert [o.case_id for o in result.orphans] == ["leaf.a"]
 
 
 def test_errata_are_matched_and_rendered(tmp_path: Path) -> None:
-    spec = make_spec(tmp_path, [{"doc": "d.txt", "quote": "a <Node> named | here"}],
-                     [{"doc": "d.txt", "quote": "<Node>", "correction": "It is Node0."}])
+    spec = make_spec(tmp_path, [{"doc": "d", "quote": "a <Node> named | here"}],
+                     [{"doc": "d", "quote": "<Node>", "correction": "It is Node0."}])
     result = traceability.trace(spec)
     assert [(e.case_id, ids) for e, ids in result.errata] == [("leaf.a", ["d.2"])]
     text = traceability.render(result)
@@ -56,16 +60,16 @@ def test_errata_are_matched_and_rendered(tmp_path: Path) -> None:
 
 
 def test_check_fails_on_uncovered_claim_and_stale_file(tmp_path: Path, capsys) -> None:
-    spec = make_spec(tmp_path, [{"doc": "d.txt", "quote": "leaves get grad"}])
+    spec = make_spec(tmp_path, [{"doc": "d", "quote": "leaves get grad"}])
     assert traceability.main(["--spec", str(spec)]) == 0
     assert traceability.main(["--check", "--spec", str(spec)]) == 1
-    assert "claim d.2 (d.txt) has no case" in capsys.readouterr().err
+    assert "claim d.2 (d) has no case" in capsys.readouterr().err
 
 
 def test_check_passes_when_covered_and_fresh_then_fails_when_stale(tmp_path: Path,
                                                                    capsys) -> None:
-    spec = make_spec(tmp_path, [{"doc": "d.txt", "quote": "leaves get grad"},
-                                {"doc": "d.txt", "quote": "a <Node> named | here"}])
+    spec = make_spec(tmp_path, [{"doc": "d", "quote": "leaves get grad"},
+                                {"doc": "d", "quote": "a <Node> named | here"}])
     assert traceability.main(["--spec", str(spec)]) == 0
     assert traceability.main(["--check", "--spec", str(spec)]) == 0
     (spec / "TRACEABILITY.md").write_text("old\n")
@@ -74,7 +78,7 @@ def test_check_passes_when_covered_and_fresh_then_fails_when_stale(tmp_path: Pat
 
 
 def test_unreadable_claims_file_is_reported(tmp_path: Path, capsys) -> None:
-    spec = make_spec(tmp_path, [{"doc": "d.txt", "quote": "leaves get grad"}])
-    (spec / "claims.yaml").write_text("documents: [{doc: d.txt, claims: [{id: d.1}]}]\n")
+    spec = make_spec(tmp_path, [{"doc": "d", "quote": "leaves get grad"}])
+    (spec / "claims.yaml").write_text("documents: [{doc: d, claims: [{id: d.1}]}]\n")
     assert traceability.main(["--check", "--spec", str(spec)]) == 2
     assert "missing or non-text quote, says" in capsys.readouterr().err
