@@ -76,6 +76,9 @@ def suite_info() -> dict[str, Any]:
     """The suite's version and the git commit of the checkout, when there is one."""
     from conformance import __version__
 
+    if not (REPO_ROOT / ".git").exists():
+        # An installed wheel: a repository around site-packages is not this suite's.
+        return {"name": "autograd-conformance", "version": __version__, "commit": None}
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
