@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is the oracle these tests c
 
 def _plain(value: Any) -> Any:
     if hasattr(value, "detach"):
-        return ("tensor", np.round(value.detach().numpy(), 6).tolist())
+        return ("tensor", value.detach().numpy().tolist())
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
@@ -46,7 +46,21 @@ def _agree(program: str, *observations: str) -> None:
     ours = _observe(refimpl, program, list(observations))
     theirs = _observe(torch, program, list(observations))
     for what, a, b in zip(("program", *observations), ours, theirs, strict=True):
-        assert a == b, f"{what}: refimpl {a!r}, torch {b!r}"
+        assert _same(a, b), f"{what}: refimpl {a!r}, torch {b!r}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, except that tensor values agree to float32 precision (the two engines' libms
+    may round a transcendental result differently in its last bit)."""
+    if isinstance(a, tuple) and a[:1] == b[:1] == ("tensor",):
+        x, y = np.asarray(a[1]), np.asarray(b[1])
+        if x.dtype.kind not in "fc" or y.dtype.kind not in "fc":
+            return a == b
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-5, atol=1e-6,
+                                                       equal_nan=True))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def test_view_taken_under_no_grad_requires_grad_through_its_base() -> None:
