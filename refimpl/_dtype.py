@@ -156,11 +156,18 @@ def _overflows(d: dtype, value: int | float | complex) -> _builtin_bool:
     return value < low or value > high
 
 
-def checked_scalar(value: int | float | complex, d: dtype) -> int | float | complex:
+def checked_scalar(value: int | float | complex, d: dtype, *, one_element: _builtin_bool = False
+                   ) -> int | float | complex:
     """``value`` as an element of type ``d``, refused as PyTorch refuses it (``fill_``,
-    ``full``, item assignment) when it does not fit."""
-    if _overflows(d, value):
-        name = _OVERFLOW_NAME.get(d, d.cpp_name)
+    ``full``, item assignment) when it does not fit.
+
+    ``one_element``: the value is written as a 0-d tensor copied into place (item assignment,
+    and fill_/full of a one-element tensor). Such a number is checked as a double, so for Half
+    a value past its range becomes inf, and only an imaginary part is refused.
+    """
+    check = float64 if one_element and d == float16 else d
+    if _overflows(check, value):
+        name = _OVERFLOW_NAME.get(check, check.cpp_name)
         raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     if isinstance(value, complex) and d.kind != "c":
         return value.real  # its imaginary part is zero: checked above

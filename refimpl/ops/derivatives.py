@@ -863,7 +863,8 @@ ZERO_ = defop("zero_", "ZeroBackward0", lambda xp, self: xp.zeros_like(self),
               {"self": lambda grad: F.zeros_like(grad)})
 FILL_ = defop("fill_.Scalar", "FillBackward2",
               lambda xp, self, *, value: xp.full_like(
-                  self, _dtype.checked_scalar(value, _backend.dtype_of(self))),
+                  self, _dtype.checked_scalar(value, _backend.dtype_of(self),
+                                              one_element=self.size == 1)),
               {"self": lambda grad: F.zeros_like(grad)})
 FILL_TENSOR = defop("fill_.Tensor", "FillBackward3",
                     lambda xp, self, value: xp.broadcast_to(value, self.shape).astype(self.dtype),

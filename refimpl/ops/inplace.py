@@ -420,9 +420,7 @@ def _assigned_value(self: Tensor, value: Any) -> Tensor:
             raise ValueError("Overflow when unpacking long long")
     elif not isinstance(value, (float, complex)):
         raise TypeError(f"can't assign a {_type_name(type(value))} to a {self.type()}")
-    # A float16 target gets the number as a double, then cast (out of range: inf).
-    dtype = _dtype.float64 if self.dtype is _dtype.float16 else self.dtype
-    return F.full_like_scalar(self, _dtype.checked_scalar(value, dtype))
+    return F.full_like_scalar(self, _dtype.checked_scalar(value, self.dtype, one_element=True))
 
 
 def setitem(self: Tensor, key: Any, value: Any) -> None:
