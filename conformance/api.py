@@ -20,12 +20,18 @@ description is accepted too; only its keys count)::
   (`torch.autograd`) may be reached without being listed.
 - `attributes`: every other attribute or method name (`x.grad`, `y.backward`,
   `n.next_functions`, `m.weight`, `torch.float32.is_floating_point`).
+- `settable`: the attribute names a snippet may assign or delete (`x.grad = None`,
+  `x.requires_grad = False`). Nothing reached through `torch`, `nn` or `F` may be assigned.
 
-The check (`check_snippet`, `check_expression`) rejects imports, `global`/`nonlocal`, any name
-or attribute that starts with `_`, rebinding `torch`/`nn`/`F`/a helper, global names that are
-neither bound by an earlier statement of the case nor listed, and members or attributes that are
-not listed. `api.yaml` itself may not list names that would open a way around the check
-(`eval`, `exec`, `getattr`, `open`, ...).
+The check (`check_snippet`, `check_expression`) accepts only the constructs the case language
+needs (`ALLOWED_NODES`: assignments, calls, operators, comprehensions, `for`, `if`, `with`,
+`def`, `lambda`...); it rejects everything else, `import`, `class`, `try`/`except`, `match`,
+`while`, `global`, `async` and `yield` among them. It also rejects any name, attribute or
+keyword that starts with `_`, binding `torch`/`nn`/`F`/a helper by any means (assignment,
+`def`, argument, loop or comprehension variable), global names that are neither bound by an
+earlier statement of the case nor listed, members or attributes that are not listed, and
+assigning attributes that are not `settable`. `api.yaml` itself may not list names that would
+open a way around the check (`eval`, `exec`, `getattr`, `open`, ...).
 """
 
 from __future__ import annotations
@@ -43,7 +49,24 @@ FORBIDDEN_GLOBALS = frozenset(
         "locals", "vars", "input", "breakpoint", "exit", "quit", "help", "memoryview",
     }
 )
-SPECIAL_SECTIONS = ("globals", "attributes")
+SPECIAL_SECTIONS = ("globals", "attributes", "settable")
+# The syntax of the case language. Anything else (imports, classes, try/except, match, while,
+# global, async, yield, walrus...) is refused: a case has no use for it, and each of those is a
+# way to bind names or catch the runner's own signals behind the checker's back.
+ALLOWED_NODES = frozenset({
+    ast.Module, ast.Expression, ast.Expr, ast.Assign, ast.AugAssign, ast.Delete, ast.For,
+    ast.If, ast.With, ast.withitem, ast.FunctionDef, ast.Lambda, ast.arguments, ast.arg,
+    ast.Return, ast.Pass, ast.Break, ast.Continue, ast.Assert,
+    ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.keyword,
+    ast.Attribute, ast.Subscript, ast.Slice, ast.Starred, ast.Name, ast.Constant,
+    ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp,
+    ast.GeneratorExp, ast.comprehension, ast.JoinedStr, ast.FormattedValue,
+    ast.Load, ast.Store, ast.Del,
+    ast.And, ast.Or, ast.Add, ast.Sub, ast.Mult, ast.MatMult, ast.Div, ast.Mod, ast.Pow,
+    ast.LShift, ast.RShift, ast.BitOr, ast.BitXor, ast.BitAnd, ast.FloorDiv,
+    ast.Invert, ast.Not, ast.UAdd, ast.USub,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot, ast.In, ast.NotIn,
+})
 
 
 class ApiFormatError(ValueError):
@@ -55,6 +78,7 @@ class Api:
     globals: frozenset[str] = frozenset()
     namespaces: Mapping[str, frozenset[str]] = field(default_factory=dict)
     attributes: frozenset[str] = frozenset()
+    settable: frozenset[str] = frozenset()
 
     @classmethod
     def from_mapping(cls, data: Any) -> Api:
@@ -85,7 +109,8 @@ class Api:
             path = ROOTS.get(key, key)
             if not path.startswith("torch"):
                 raise ApiFormatError(
-                    f"api.yaml section {key!r} is unknown: use globals, attributes, torch, nn, F "
+                    f"api.yaml section {key!r} is unknown: use globals, attributes, settable, "
+                    "torch, nn, F "
                     "or a dotted torch path such as torch.autograd"
                 )
             namespaces[path] = names
@@ -93,10 +118,11 @@ class Api:
             globals=sections.get("globals", frozenset()),
             namespaces=namespaces,
             attributes=sections.get("attributes", frozenset()),
+            settable=sections.get("settable", frozenset()),
         )
 
     def all_names(self) -> frozenset[str]:
-        names = set(self.globals) | set(self.attributes)
+        names = set(self.globals) | set(self.attributes) | set(self.settable)
         for members in self.namespaces.values():
             names |= members
         return frozenset(names)
@@ -174,18 +200,21 @@ class _Checker:
         for node in ast.walk(root):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.report(node, "imports are not allowed: use torch, nn and F")
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                self.report(node, f"'{type(node).__name__.lower()}' is not allowed")
+            elif type(node) not in ALLOWED_NODES:
+                self.report(node, f"'{_construct(node)}' is not allowed in a case (the case "
+                                  "language has no use for it)")
             elif isinstance(node, ast.Name):
                 self.name(node, visible)
             elif isinstance(node, ast.Attribute):
                 self.attribute(node)
-            elif isinstance(node, ast.arg):
-                self.private(node, node.arg)
+            elif isinstance(node, (ast.arg, ast.FunctionDef)):
+                self.binding(node, node.arg if isinstance(node, ast.arg) else node.name)
             elif isinstance(node, ast.keyword) and node.arg is not None:
                 self.private(node, node.arg)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.private(node, node.name)
+
+    def binding(self, node: ast.AST, name: str) -> None:
+        if not self.private(node, name) and name in self.reserved:
+            self.report(node, f"'{name}' is provided by the runner and may not be rebound")
 
     def private(self, node: ast.AST, name: str) -> bool:
         if name.startswith("_"):
@@ -211,6 +240,14 @@ class _Checker:
             return
         path = _dotted(node.value)
         root = path.split(".", 1)[0] if path else None
+        if not isinstance(node.ctx, ast.Load):
+            if root in ROOTS:
+                self.report(node, f"'{path}.{node.attr}' may not be assigned or deleted: "
+                                  "torch, nn and F are the engine's, shared by every case")
+            elif node.attr not in self.api.settable:
+                self.report(node, f"assigning or deleting attribute '{node.attr}' is not "
+                                  "allowed (add it to api.yaml settable)")
+            return
         if root in ROOTS:
             namespace = ROOTS[root] + path[len(root):]
             if _is_namespace_path(f"{namespace}.{node.attr}", self.api):
@@ -230,6 +267,18 @@ class _Checker:
             self.report(
                 node, f"attribute '{node.attr}' is not in api.yaml (add it to attributes)"
             )
+
+
+def _construct(node: ast.AST) -> str:
+    """A reader's name for a refused construct."""
+    words = {ast.ClassDef: "class", ast.Try: "try/except", ast.ExceptHandler: "except",
+             ast.While: "while", ast.Global: "global", ast.Nonlocal: "nonlocal",
+             ast.Raise: "raise", ast.Yield: "yield", ast.YieldFrom: "yield from",
+             ast.Await: "await", ast.NamedExpr: "walrus (:=)", ast.AsyncFunctionDef: "async def",
+             ast.AsyncFor: "async for", ast.AsyncWith: "async with", ast.AnnAssign: "annotation"}
+    if isinstance(node, (ast.Match, ast.match_case, ast.pattern)):
+        return "match"
+    return words.get(type(node), type(node).__name__)
 
 
 def _is_namespace_path(path: str, api: Api) -> bool:

@@ -84,6 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     cases = [c for c in loaded.cases
              if not args.prefixes or any(c.id.startswith(p) for p in args.prefixes)]
+    if not cases:
+        print(f"no case id starts with {' or '.join(map(repr, args.prefixes))} "
+              "(see `python -m conformance list`)", file=sys.stderr)
+        return 1
     if args.command == "list":
         for case in cases:
             print(f"{case.id}\t{case.rule}")

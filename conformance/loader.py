@@ -34,11 +34,22 @@ DEFAULT_SPEC_DIR = (PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec" / "cases").is_
                     else REPO_ROOT / "spec")
 
 
+# Case files are untrusted input: these bound what reading one may cost.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 40
+MAX_MESSAGE = 300
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     file: str
     line: int
     message: str
+
+    def __post_init__(self) -> None:
+        # A message may quote what the file holds; a hostile file must not make it huge.
+        if len(self.message) > MAX_MESSAGE:
+            object.__setattr__(self, "message", self.message[:MAX_MESSAGE - 15] + " ... (cut)")
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.message}"
@@ -67,11 +78,32 @@ class LineList(list):
 
 
 class _LineLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that records line numbers and reports duplicate keys."""
+    """`yaml.SafeLoader` that records line numbers and reports duplicate keys.
+
+    It refuses anchors and aliases (`&a`, `*a`): a case file has no need of them, and aliases
+    nested in aliases expand exponentially (a "billion laughs" file). It also refuses nesting
+    deeper than `MAX_DEPTH`, which composing and constructing would otherwise recurse through.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.duplicates: list[tuple[int, str]] = []
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&name, *name) are not allowed in case files: "
+                "write the value out", event.start_mark)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
@@ -112,22 +144,38 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _co
 
 
 def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
-    """Parse a YAML file with line numbers; returns the data and `(line, message)` problems."""
+    """Parse a YAML file with line numbers; returns the data and `(line, message)` problems.
+
+    Every failure, however the file is broken, is a problem with a line, never an exception.
+    """
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            return None, [(1, f"the file has {size} bytes; a case file may have at most "
+                              f"{MAX_FILE_BYTES} (split it by topic)")]
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return None, [(1, f"cannot read the file: {exc}")]
-    loader = _LineLoader(text)
+    loader = None
     try:
+        loader = _LineLoader(text)
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
         return None, [(line, f"invalid YAML: {exc.problem or exc.context}")]
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        return None, [(line, f"invalid YAML: the control character {exc.character!r} is not "
+                             "allowed in a YAML file")]
     except yaml.YAMLError as exc:
         return None, [(1, f"invalid YAML: {exc}")]
+    except (RecursionError, MemoryError) as exc:
+        return None, [(1, f"the file is too deeply nested or too large to read "
+                          f"({type(exc).__name__})")]
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, list(loader.duplicates)
 
 
@@ -212,26 +260,34 @@ class SpecResources:
                                                  f"not in {doc.file}: {passage.quote[:60]!r}"))
 
 
-def case_files(paths: Iterable[Path]) -> list[Path]:
+def case_files(paths: Iterable[Path]) -> tuple[list[Path], list[Problem]]:
+    """The case files named by `paths` (files, or folders of `*.yaml`), and what is wrong."""
     files: list[Path] = []
-    for path in paths:
-        path = Path(path)
+    problems: list[Problem] = []
+    for path in map(Path, paths):
         if path.is_dir():
-            files += sorted(p for p in path.glob("*.yaml") if p.is_file())
+            found = sorted(p for p in path.glob("*.yaml") if p.is_file())
+            problems += [Problem(str(p), 1, "case files end in .yaml: rename it, or it is not "
+                                            "read") for p in sorted(path.glob("*.yml"))]
+            if not found:
+                problems.append(Problem(str(path), 1, "no case files (*.yaml) in this folder"))
+            files += found
+        elif not path.exists():
+            problems.append(Problem(str(path), 1, "no such file or directory"))
+        elif path.suffix != ".yaml":
+            problems.append(Problem(str(path), 1, "case files end in .yaml"))
         else:
             files.append(path)
-    return files
+    return files, problems
 
 
 def load(paths: Iterable[Path], resources: SpecResources | None = None) -> LoadResult:
     """Load every case file under `paths` (files or directories) and check all of it."""
     resources = resources or SpecResources.load()
-    result = LoadResult(problems=list(resources.problems))
+    files, problems = case_files(paths)
+    result = LoadResult(problems=list(resources.problems) + problems)
     seen: dict[str, str] = {}
-    for path in case_files(paths):
-        if not path.exists():
-            result.problems.append(Problem(str(path), 1, "no such file or directory"))
-            continue
+    for path in files:
         cases, problems = load_file(path, resources, seen)
         result.cases += cases
         result.problems += problems

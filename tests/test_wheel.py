@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -37,8 +38,13 @@ def run(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy, so that the build leaves nothing in the checkout.
+    source = tmp_path_factory.mktemp("source") / "autograd-conformance"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".tox", ".venv", ".hypothesis",
+        ".pytest_cache", "reports", "findings"))
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-         "--wheel-dir", str(out), str(ROOT)], cwd=out)
+         "--wheel-dir", str(out), str(source)], cwd=out)
     wheels = list(out.glob("autograd_conformance-*.whl"))
     assert len(wheels) == 1
     return wheels[0]
