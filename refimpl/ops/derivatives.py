@@ -845,6 +845,10 @@ STACK = defop(
 
 CLONE = defop("clone", "CloneBackward0", lambda xp, self: self.copy(),
               {"self": lambda grad: grad}, layout="elementwise")
+# clone(memory_format=torch.contiguous_format), which contiguous() calls: a row-major copy.
+CLONE_CONTIGUOUS = defop("clone.contiguous_format", "CloneBackward0",
+                         lambda xp, self: self.copy(order="C"), {"self": lambda grad: grad},
+                         layout="contiguous")
 TO_COPY = defop(
     "_to_copy", "ToCopyBackward0",
     lambda xp, self, *, dtype, device: _backend.move_array(self, dtype, device),

@@ -537,10 +537,11 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 
 def contiguous(input: Tensor) -> Tensor:
-    """The tensor itself when its memory is already in row-major order, else a clone."""
+    """The tensor itself when its memory is already in row-major order, else a row-major
+    clone (``CloneBackward0``)."""
     if input._data.flags.c_contiguous:
         return input
-    return clone(input)
+    return apply(D.CLONE_CONTIGUOUS, (input,))
 
 
 def sign(input: Tensor) -> Tensor:
