@@ -1,9 +1,13 @@
 """Array backends: the only module that imports NumPy or CuPy.
 
 Every tensor lives on a :class:`device`; each device type has a :class:`Backend` holding its
-array module (``xp``: NumPy for ``cpu``, CuPy for ``cuda``) and the two explicit host
-transfers. Ops receive ``xp`` and never import an array library themselves, so a host/device
-mix-up cannot hide in op code.
+array module (``xp``: NumPy for ``cpu``, CuPy for ``cuda``, NumPy on :class:`MetaArray` for
+``meta``) and the two explicit host transfers. Ops receive ``xp`` and never import an array
+library themselves, so a host/device mix-up cannot hide in op code.
+
+The ``meta`` device holds tensors with shapes, dtypes and strides but no readable values
+(PyTorch's meta tensors): its arrays are NumPy arrays of the :class:`MetaArray` subclass, which
+ops compute with as usual, and its backend refuses every way out to the host.
 
 Tests (or a machine without CuPy) can install any CuPy-like module as the cuda backend::
 
@@ -36,11 +40,13 @@ try:
 except ImportError:  # NumPy 1.x: the public context manager below
     _extobj_contextvar = None
 
-__all__ = ["Backend", "device", "install_cuda_module", "cuda_unavailable", "cuda_is_available",
-           "numpy_dtype", "quiet", "scalar_array",
-           "dtype_of", "host_rng", "CUDA_NOT_ENABLED"]
+__all__ = ["Backend", "MetaArray", "device", "install_cuda_module", "cuda_unavailable",
+           "cuda_is_available", "numpy_dtype", "quiet", "scalar_array",
+           "dtype_of", "host_rng", "CUDA_NOT_ENABLED", "META_NO_DATA", "META_ITEM"]
 
 CUDA_NOT_ENABLED = "Torch not compiled with CUDA enabled"
+META_NO_DATA = "Cannot copy out of meta tensor; no data!"
+META_ITEM = "Tensor.item() cannot be called on meta tensors"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -117,8 +123,77 @@ class Backend:
             return array
         return self.xp.asnumpy(array)
 
+    def item(self, array: Any) -> Any:
+        """The one element of ``array`` as a Python number (``Tensor.item()``)."""
+        return self.to_host(array).reshape(()).item()
+
+
+class MetaArray(numpy.ndarray):
+    """The array of a meta tensor: a NumPy array whose values the tensor API never shows.
+
+    Why real arrays rather than bare (shape, dtype) records or zero-strided stand-ins: a meta
+    tensor needs exactly the shape, dtype and strides the op would give on the CPU (broadcasting,
+    reductions, views, ``is_contiguous``, what ``view`` accepts, when an in-place write needs a
+    copy), and every op's CPU forward already computes them. Running the same forward keeps one
+    definition per op instead of a second shape rule beside each row; zero-strided inputs would
+    carry the wrong strides. The price is the time and memory of a CPU tensor of that size.
+
+    The subclass marks the array as meta wherever it goes (``device_of_array``, the memory
+    checks below); NumPy functions that would return a plain array return a MetaArray instead.
+    """
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _as_meta(super().__array_function__(func, types, args, kwargs))
+
+
+def _as_meta(result: Any) -> Any:
+    if type(result) is numpy.ndarray:
+        return result.view(MetaArray)
+    if type(result) in (tuple, list):
+        return type(result)(_as_meta(r) for r in result)
+    return result
+
+
+class _MetaNumpy:
+    """NumPy as the meta backend's ``xp``: the same functions, but arrays built from Python
+    data or NumPy scalars (``asarray``, ``ascontiguousarray``) are meta arrays too."""
+
+    ndarray = MetaArray
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(numpy, name)
+
+    @staticmethod
+    def asarray(a: Any, dtype: Any = None) -> MetaArray:
+        return numpy.asarray(a, dtype=dtype).view(MetaArray)
+
+    @staticmethod
+    def ascontiguousarray(a: Any, dtype: Any = None) -> MetaArray:
+        return numpy.ascontiguousarray(a, dtype=dtype).view(MetaArray)
+
+
+class _MetaBackend(Backend):
+    """The meta device: arrays come in (a copy: a meta tensor shares no memory with the CPU
+    tensor it was made from) but never go out, as PyTorch's meta tensors have no data."""
+
+    def __init__(self) -> None:
+        self.xp = _MetaNumpy()
+        self.array_type = MetaArray
+
+    def from_host(self, host_array: numpy.ndarray) -> MetaArray:
+        # The values are kept (never shown): a CPU bool mask moved here to index a meta tensor
+        # still selects as many elements as PyTorch's mask on the CPU does.
+        return numpy.array(host_array, copy=True).view(MetaArray)
+
+    def to_host(self, array: Any) -> numpy.ndarray:
+        raise NotImplementedError(META_NO_DATA)
+
+    def item(self, array: Any) -> Any:
+        raise RuntimeError(META_ITEM)
+
 
 _CPU = Backend(numpy)
+_META = _MetaBackend()
 _cuda_override: ModuleType | None = None
 _cuda_backend: Backend | None = None
 _cuda_probed = False
@@ -175,8 +250,12 @@ def cuda_is_available() -> bool:
     return _cuda() is not None
 
 
+DEVICE_TYPES = ("cpu", "cuda", "meta")
+
+
 class device:  # noqa: N801 - PyTorch spells it torch.device
-    """``torch.device``: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 0)``."""
+    """``torch.device``: ``device('cpu')``, ``device('cuda')``, ``device('cuda', 0)``,
+    ``device('meta')``."""
 
     __slots__ = ("type", "index")
 
@@ -186,10 +265,9 @@ class device:  # noqa: N801 - PyTorch spells it torch.device
         if not isinstance(spec, str):
             raise TypeError(f"device() expects a string such as 'cpu' or 'cuda:0', got {spec!r}")
         name, _, idx = spec.partition(":")
-        if name not in ("cpu", "cuda"):
-            raise RuntimeError(
-                "Expected one of cpu, cuda device type at start of device string: " + spec
-            )
+        if name not in DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(DEVICE_TYPES)} device type at start "
+                               f"of device string: {spec}")
         if idx:
             index = int(idx)
         self = object.__new__(cls)
@@ -215,18 +293,22 @@ class device:  # noqa: N801 - PyTorch spells it torch.device
 
 CPU = device("cpu")
 CUDA0 = device("cuda", 0)
+META = device("meta")
 
 
 def resolve_device(spec: str | device | None) -> device:
     """The concrete device a tensor lives on (``'cuda'`` means ``cuda:0``).
 
-    Asking for cuda where no CUDA device is usable raises what CPU-only PyTorch raises.
+    Asking for cuda where no CUDA device is usable raises what CPU-only PyTorch raises. There
+    is one meta device: PyTorch's meta tensors report ``meta`` whatever index was asked for.
     """
     if spec is None:
         return CPU
     d = device(spec)
     if d.type == "cpu":
         return CPU
+    if d.type == "meta":
+        return META
     if _cuda() is None:
         raise AssertionError(CUDA_NOT_ENABLED)
     if d.index not in (None, 0):
@@ -240,6 +322,8 @@ def backend_of(d: device) -> Backend:
     """The backend that stores arrays for device ``d`` (already resolved)."""
     if d.type == "cpu":
         return _CPU
+    if d.type == "meta":
+        return _META
     b = _cuda()
     if b is None:
         raise AssertionError(CUDA_NOT_ENABLED)
@@ -248,7 +332,18 @@ def backend_of(d: device) -> Backend:
 
 def device_of_array(array: Any) -> device:
     """Which device a backend array belongs to."""
+    if type(array) is numpy.ndarray:
+        return CPU
+    if isinstance(array, MetaArray):
+        return META
     return CPU if isinstance(array, numpy.ndarray) else CUDA0
+
+
+def shallow_copy_compatible(a: device, b: device) -> bool:
+    """Whether a tensor on ``a`` may take the data of one on ``b`` (``t.data = ...``, which
+    ``Module.to`` uses to keep its parameters): PyTorch's ``_has_compatible_shallow_copy_type``,
+    true between cpu and cuda, false between meta and either."""
+    return (a.type == "meta") == (b.type == "meta")
 
 
 def host_rng(seed: int | None = None) -> numpy.random.Generator:
@@ -262,15 +357,14 @@ def is_host_array(value: Any) -> bool:
 
 @quiet
 def move_array(array: Any, dtype: _dtype.dtype, target: device) -> Any:
-    """A copy of ``array`` with element type ``dtype`` on device ``target``."""
+    """A copy of ``array`` with element type ``dtype`` on device ``target`` (through the host;
+    out of meta this raises, as a meta tensor has no data to copy)."""
     np_dtype = _NP_DTYPE[dtype]
     source = device_of_array(array)
     if source == target:
         return array.astype(np_dtype, copy=True)
-    if target.type == "cpu":
-        return backend_of(source).to_host(array).astype(np_dtype, copy=False)
-    host = array.astype(np_dtype, copy=False)
-    return backend_of(target).from_host(host)
+    host = backend_of(source).to_host(array).astype(np_dtype, copy=False)
+    return host if target.type == "cpu" else backend_of(target).from_host(host)
 
 
 @quiet
@@ -321,13 +415,13 @@ def expand(xp: ModuleType, array: Any, shape: tuple[int, ...]) -> Any:
     """``array`` broadcast to ``shape`` as a writable view (stride 0 along the new and the
     stretched dimensions), as PyTorch's expand is: NumPy's ``broadcast_to`` is read-only,
     while ``zero_``/``fill_`` may write through an expanded tensor."""
-    if xp is not numpy:
+    if not isinstance(array, numpy.ndarray):
         return xp.broadcast_to(array, shape)  # CuPy's broadcast views are writable
     lead = len(shape) - array.ndim
     strides = (0,) * lead + tuple(
         0 if n == 1 and want != 1 else st
         for n, st, want in zip(array.shape, array.strides, shape[lead:], strict=True))
-    return numpy.lib.stride_tricks.as_strided(array, shape, strides)
+    return numpy.lib.stride_tricks.as_strided(array, shape, strides, subok=True)
 
 
 def _dense_extent(array: Any) -> tuple[int, int] | None:
@@ -345,14 +439,19 @@ def _dense_extent(array: Any) -> tuple[int, int] | None:
 
 
 def has_internal_overlap(array: Any) -> bool:
-    """Whether elements of ``array`` share memory (a stride 0 along a dim longer than 1)."""
+    """Whether elements of ``array`` share memory (a stride 0 along a dim longer than 1).
+
+    Never for a meta array: a meta tensor has no memory, and PyTorch's memory checks pass on
+    it (this and the two checks below)."""
+    if isinstance(array, MetaArray):
+        return False
     return any(st == 0 and n > 1 for n, st in zip(array.shape, array.strides, strict=True))
 
 
 def overlaps(a: Any, b: Any) -> bool:
     """Whether arrays ``a`` and ``b`` share any memory, fully or partly (PyTorch's
     ``assert_no_overlap``; layouts too irregular to tell are not)."""
-    if a.size == 0 or b.size == 0:
+    if a.size == 0 or b.size == 0 or isinstance(a, MetaArray):
         return False
     if a is b:
         return True
@@ -365,7 +464,7 @@ def overlaps(a: Any, b: Any) -> bool:
 def partial_overlap(a: Any, b: Any) -> bool:
     """Whether arrays ``a`` and ``b`` share memory without being the same elements in the same
     layout (PyTorch's ``MemOverlapStatus::Partial``; layouts too irregular to tell are not)."""
-    if a is b or a.size == 0 or b.size == 0:
+    if a is b or a.size == 0 or b.size == 0 or isinstance(a, MetaArray):
         return False
     ea, eb = _dense_extent(a), _dense_extent(b)
     if ea is None or eb is None:

@@ -7,6 +7,7 @@ requested device, so a seed gives the same values on cpu and cuda.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -66,11 +67,24 @@ def _size(size: Sequence[Any]) -> tuple[int, ...]:
 
 def _finish(host: Any, dtype: _dtype.dtype, device: Any, requires_grad: bool) -> Tensor:
     dev = _backend.resolve_device(device)
+    return _leaf(_backend.backend_of(dev).from_host(host), dev, dtype, requires_grad)
+
+
+def _leaf(array: Any, dev: _backend.device, dtype: _dtype.dtype, requires_grad: bool) -> Tensor:
     if requires_grad and dtype.kind not in "fc":
         raise RuntimeError(REQUIRES_GRAD_DTYPE)
-    t = wrap(_backend.backend_of(dev).from_host(host), dev)
+    t = wrap(array, dev)
     t._requires_grad = bool(requires_grad)
     return t
+
+
+def _copy_of(data: Tensor, dtype: _dtype.dtype | None, device: Any,
+             requires_grad: bool = False) -> Tensor:
+    """A new leaf holding ``data``'s values cast and moved (device to device, so a meta
+    tensor gives a meta copy without its values being read)."""
+    dtype = dtype or data.dtype
+    dev = _backend.resolve_device(device) if device is not None else data._device
+    return _leaf(_backend.move_array(data._data, dtype, dev), dev, dtype, requires_grad)
 
 
 def tensor(data: Any, *, dtype: _dtype.dtype | None = None, device: Any = None,
@@ -78,21 +92,18 @@ def tensor(data: Any, *, dtype: _dtype.dtype | None = None, device: Any = None,
     """A new leaf tensor holding a copy of ``data`` (numbers or nested lists)."""
     if isinstance(data, Tensor):
         warnings.warn(COPY_CONSTRUCT_WARNING, UserWarning, stacklevel=2)
-        host = data._host()
-        dtype = dtype or data.dtype
-        device = device if device is not None else data._device
-        return _finish(_backend.host_array_from_data(host, dtype).copy(), dtype, device,
-                       requires_grad)
+        return _copy_of(data, dtype, device, requires_grad)
     host = _backend.host_array_from_data(data, dtype).copy()
     return _finish(host, dtype or _backend.dtype_of(host), device, requires_grad)
 
 
 def as_tensor(data: Any, dtype: _dtype.dtype | None = None, device: Any = None) -> Tensor:
-    if isinstance(data, Tensor) and dtype in (None, data.dtype) and (
-            device is None or _backend.resolve_device(device) == data._device):
-        return data
-    return tensor(data._host() if isinstance(data, Tensor) else data, dtype=dtype,
-                  device=device)
+    if isinstance(data, Tensor):
+        if dtype in (None, data.dtype) and (
+                device is None or _backend.resolve_device(device) == data._device):
+            return data
+        return _copy_of(data, dtype, device)
+    return tensor(data, dtype=dtype, device=device)
 
 
 def from_numpy(array: Any) -> Tensor:
@@ -108,8 +119,11 @@ def _random(kind: str, size: Sequence[Any], dtype: _dtype.dtype | None, device: 
     dtype = dtype or _dtype.float32
     if dtype.kind not in "fc":
         raise RuntimeError(f"\"check_uniform_bounds\" not implemented for '{dtype.legacy_name}'")
-    rng = (generator or default_generator)._rng
     shape = _size(size)
+    if _backend.resolve_device(device).type == "meta":
+        # Values on meta are never seen, and PyTorch draws none: the generator does not advance.
+        return _finish(_backend.filled(shape, 0, dtype), dtype, device, requires_grad)
+    rng = (generator or default_generator)._rng
     host = rng.random(shape) if kind == "rand" else rng.standard_normal(shape)
     return _finish(_backend.as_host(host, dtype), dtype, device, requires_grad)
 
@@ -130,7 +144,9 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = N
          device: Any = None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.result_type_of((fill_value,))
-    host = _backend.filled(_size((size,)), _dtype.checked_scalar(fill_value, dtype), dtype)
+    shape = _size((size,))
+    host = _backend.filled(shape, _dtype.checked_scalar(fill_value, dtype,
+                                                        one_element=math.prod(shape) == 1), dtype)
     return _finish(host, dtype, device, requires_grad)
 
 

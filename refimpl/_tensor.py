@@ -399,6 +399,9 @@ class Tensor:
     def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if not _backend.shallow_copy_compatible(self._device, value._device):
+            raise RuntimeError("Attempted to call `variable.set_data(tensor)`, but `variable` and "
+                               "`tensor` have incompatible tensor type.")
         self._data = value._data
         self._device = value._device
         # The gradient accumulator remembers the old shape and dtype; PyTorch drops it too.
@@ -449,6 +452,11 @@ class Tensor:
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
 
+    @property
+    def is_meta(self) -> bool:
+        """Whether the tensor is on the meta device (a shape and a dtype, no readable values)."""
+        return self._device.type == "meta"
+
     def is_contiguous(self) -> bool:
         """Whether the elements lie in row-major order with no gaps."""
         return bool(self._data.flags.c_contiguous)
@@ -460,9 +468,18 @@ class Tensor:
         return self.dtype.kind == "c"
 
     def type(self) -> str:
-        """The legacy type name, ``torch.FloatTensor`` or ``torch.cuda.FloatTensor``."""
-        prefix = "torch.cuda." if self._device.type == "cuda" else "torch."
+        """The legacy type name: ``torch.FloatTensor``, ``torch.cuda.FloatTensor``,
+        ``torch.meta.FloatTensor``."""
+        kind = self._device.type
+        prefix = "torch." if kind == "cpu" else f"torch.{kind}."
         return f"{prefix}{self.dtype.legacy_name}Tensor"
+
+    def _type_for_messages(self) -> str:
+        """The type as PyTorch's C++ errors name it: ``type()``, except on meta, which has no
+        legacy tensor type and is named after its dispatch key (``MetaFloatType``)."""
+        if self._device.type == "meta":
+            return f"Meta{self.dtype.legacy_name}Type"
+        return self.type()
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -475,7 +492,7 @@ class Tensor:
         n = self._data.size
         if n != 1:
             raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
-        return self._host().reshape(()).item()
+        return _backend.backend_of(self._device).item(self._data)
 
     def tolist(self) -> Any:
         if self._zero:
@@ -487,15 +504,19 @@ class Tensor:
         return self._zero
 
     def numpy(self, *, force: bool = False) -> Any:
-        """The data as a NumPy array sharing memory (cpu tensors that do not require grad)."""
-        if self._requires_grad and not force:
+        """The data as a NumPy array sharing memory (cpu tensors that do not require grad, or
+        any under no_grad). ``force=True`` copies from any device (a meta tensor has no data)."""
+        from refimpl.autograd import grad_mode
+
+        if self._device.type != "cpu" and not force:
+            # PyTorch checks the device first, then requires_grad (only while grad mode is on).
+            raise TypeError(
+                f"can't convert {self._device} device type tensor to numpy. Use "
+                "Tensor.cpu() to copy the tensor to host memory first.")
+        if self._requires_grad and not force and grad_mode._state.enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if self._device.type != "cpu":
-            if not force:
-                raise TypeError(
-                    f"can't convert {self._device} device type tensor to numpy. Use "
-                    "Tensor.cpu() to copy the tensor to host memory first.")
             return self._host()
         if self._zero and not force:
             raise RuntimeError(" Cannot convert a ZeroTensor to numpy. Set force=True if you "
@@ -525,7 +546,8 @@ class Tensor:
         return self._data.shape[0]
 
     def __format__(self, spec: str) -> str:
-        if self._data.ndim == 0:
+        # As PyTorch's: a 0-d tensor formats its number, except on meta (it has none).
+        if self._data.ndim == 0 and self._device.type != "meta":
             return self.item().__format__(spec)
         return object.__format__(self, spec)
 

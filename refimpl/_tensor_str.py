@@ -3,7 +3,8 @@
 Floats print with 4 decimals, or without decimals (``3.``) when all are whole numbers, or in
 scientific notation when their magnitudes span more than 1000x, exceed 1e8 or go below 1e-4;
 every element is padded to the widest. Suffixes follow: device, dtype (when not the default
-for its kind), then ``grad_fn=<...>`` or ``requires_grad=True``.
+for its kind), then ``grad_fn=<...>`` or ``requires_grad=True``. A meta tensor has no values:
+``tensor(..., device='meta', size=(3,), requires_grad=True)``.
 """
 
 from __future__ import annotations
@@ -101,21 +102,28 @@ def _grad_fn_for_repr(t: Tensor) -> str | None:
 def tensor_repr(t: Tensor) -> str:
     """``repr(t)`` as PyTorch prints it, e.g. ``tensor(20., grad_fn=<AddBackward0>)``."""
     dtype = t.dtype
-    values = t._host().tolist()
-    flat = _flat(values)
-    summarize = len(flat) > _SUMMARIZE_OVER
-    if t._data.size == 0:
-        body = "[]"
-    else:
-        fmt = _Formatter(flat, dtype.kind)
-        body = _rows(values, fmt, len("tensor("), summarize)
     suffixes = []
     if t._device.type != "cpu":
         suffixes.append(f"device='{t._device}'")
-    if dtype not in (_dtype.float32, _dtype.complex64, _dtype.int64, _dtype.bool):
-        suffixes.append(f"dtype={dtype!r}")
-    elif t._data.size == 0 and dtype is not _dtype.float32:
-        suffixes.append(f"dtype={dtype!r}")
+    if t._device.type == "meta":
+        # No values to show: PyTorch prints ``...`` and the size, and the dtype unless it is
+        # the default float type.
+        body = "..."
+        suffixes.append(f"size={tuple(t.shape)}")
+        if dtype is not _dtype.float32:
+            suffixes.append(f"dtype={dtype!r}")
+    else:
+        values = t._host().tolist()
+        flat = _flat(values)
+        if t._data.size == 0:
+            body = "[]"
+        else:
+            fmt = _Formatter(flat, dtype.kind)
+            body = _rows(values, fmt, len("tensor("), len(flat) > _SUMMARIZE_OVER)
+        if dtype not in (_dtype.float32, _dtype.complex64, _dtype.int64, _dtype.bool):
+            suffixes.append(f"dtype={dtype!r}")
+        elif t._data.size == 0 and dtype is not _dtype.float32:
+            suffixes.append(f"dtype={dtype!r}")
     node = _grad_fn_for_repr(t)
     if node is not None:
         suffixes.append(f"grad_fn=<{node}>")

@@ -322,6 +322,10 @@ def make_grads(outputs: Sequence[Tensor], grad_outputs: Sequence[Any]) -> list[T
                     "For complex Tensors, both grad_output and output are required to have the "
                     f"same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
                     f"{g.dtype!r} and output[{i}] has a dtype of {out.dtype!r}.")
+            if g._device is not out._device:
+                # The engine's validate_outputs, after _make_grads' checks.
+                raise RuntimeError(f"invalid gradient at index {i} - expected device "
+                                   f"{out._device} but got {g._device}")
         else:
             raise TypeError("gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")

@@ -259,8 +259,8 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         producer = node
         tensor = wrap(tensor, _backend.device_of_array(tensor))
     name = message_name(producer) if producer is not None else None
-    raise RuntimeError(modified_message(tensor.type(), list(tensor.shape), name, current,
-                                        version))
+    raise RuntimeError(modified_message(tensor._type_for_messages(), list(tensor.shape), name,
+                                        current, version))
 
 
 # PyTorch refuses a saved input that had a grad_fn when saved and lost it to detach_().
@@ -274,6 +274,10 @@ def same_device(tensors: Sequence[Tensor]) -> _backend.device:
     dev = tensors[0]._device
     for t in tensors[1:]:
         if t._device is not dev:
+            if "meta" in (dev.type, t._device.type):
+                # PyTorch's meta kernels check devices themselves, against the first tensor's.
+                raise RuntimeError(
+                    f"Tensor on device {t._device} is not on the expected device {dev}!")
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two devices, "
                 f"{dev} and {t._device}!"
@@ -333,6 +337,7 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     extras = None
     if row.extra_outputs:
         out, *extras = out
+        extras = [e if type(e) is backend.array_type else backend.xp.asarray(e) for e in extras]
     if row.changes_device:
         dev = params["device"]
         backend = _backend.backend_of(dev)

@@ -10,6 +10,9 @@ leaf objects and keep requiring grad::
     w = lin.weight
     lin.double()
     lin.weight is w, w.dtype, w.is_leaf          # (True, torch.float64, True)
+
+A move to or from the meta device replaces each parameter by a new leaf Parameter instead (a
+meta tensor cannot take a CPU tensor's data), as in PyTorch.
 """
 
 from __future__ import annotations
@@ -32,15 +35,6 @@ def _addindent(text: str, spaces: int) -> str:
     if len(lines) == 1:
         return text
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
-
-
-def _move_in_place(t: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
-    """Give ``t`` the data ``fn`` computes from it, keeping ``t`` the same object."""
-    with no_grad():
-        moved = fn(t)
-    if moved is t:
-        return
-    t.data = moved
 
 
 class Module:
@@ -253,12 +247,32 @@ class Module:
     # ------------------------------------------------------------ moves
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
         for m in self.modules():
-            for p in m._parameters.values():
+            for key, p in m._parameters.items():
                 if p is None:
                     continue
-                _move_in_place(p, fn)
-                if p._grad is not None:
-                    _move_in_place(p._grad, fn)
+                # PyTorch keeps the Parameter object when the moved data can be set into it
+                # (cpu <-> cuda, dtype casts); a move to or from meta cannot, so the module gets
+                # a new Parameter (still a leaf) and the old one keeps its data.
+                with no_grad():
+                    moved = fn(p)
+                if _backend.shallow_copy_compatible(p._device, moved._device):
+                    out = p
+                    if moved is not p:
+                        p.data = moved
+                else:
+                    out = Parameter(moved, p._requires_grad)
+                    m._parameters[key] = out
+                grad = p._grad
+                if grad is None:
+                    continue
+                with no_grad():
+                    moved_grad = fn(grad)
+                if moved_grad is grad:
+                    continue
+                if _backend.shallow_copy_compatible(grad._device, moved_grad._device):
+                    grad.data = moved_grad
+                else:
+                    out.grad = moved_grad.requires_grad_(grad._requires_grad)
             for name, b in m._buffers.items():
                 if b is not None:
                     with no_grad():
