@@ -7,6 +7,10 @@ The rules are those of INTERPRETING.md "Observation expressions":
     'expected 1 (int), observed True (bool)'
 
 `compare` returns None when the observation matches, else a sentence saying how it differs.
+
+A tensor whose values cannot be read (one on PyTorch's meta device: `Engine.has_values` is
+False) is observed by its dtype, shape and device only; an expectation of its values fails
+with a sentence saying what to expect instead.
 """
 
 from __future__ import annotations
@@ -29,6 +33,20 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 FLOAT_TOLERANCE = TOLERANCES["float32"]
 TENSOR_KEYS = {"value", "dtype", "shape", "device", "np"}
+
+
+class NoValues:
+    """Stands for a tensor without values in the arrays an `{np: ...}` expectation sees."""
+
+    def __init__(self, name: str, device: str) -> None:
+        self.name = name
+        self.device = device
+
+
+def no_values_message(shape: list[int], dtype: str, device: str) -> str:
+    """What to write instead of a value expectation for a tensor that has no values."""
+    return (f"values of a {device} tensor cannot be read; expect its shape/dtype/device "
+            f"instead, e.g. {{shape: {shape}, dtype: {dtype}, device: {device}}}")
 
 
 def helpers(engine: Engine) -> dict[str, Callable[[Any], Any]]:
@@ -55,6 +73,8 @@ def helpers(engine: Engine) -> dict[str, Callable[[Any], Any]]:
         return engine.device_name(tensor)
 
     def value(tensor: Any) -> np.ndarray:
+        if not engine.has_values(tensor):
+            raise ValueError(no_values_message(shape(tensor), dtype(tensor), device(tensor)))
         return engine.to_numpy(tensor)
 
     return {
@@ -90,6 +110,9 @@ def _render(root: Any, engine: Engine) -> str:
 def describe(value: Any, engine: Engine | None = None) -> str:
     """A short text for an observed or expected value, for reports."""
     if engine is not None and engine.is_tensor(value):
+        if not engine.has_values(value):
+            return (f"tensor(..., shape={[int(n) for n in value.shape]}, "
+                    f"dtype={engine.dtype_name(value)}, device={engine.device_name(value)})")
         array = engine.to_numpy(value)
         return f"tensor({_array_text(array)}, dtype={engine.dtype_name(value)})"
     if isinstance(value, np.ndarray):
@@ -102,7 +125,7 @@ def _array_text(array: np.ndarray) -> str:
 
 
 def compare(observed: Any, expected: Any, engine: Engine | None,
-            arrays: Mapping[str, np.ndarray]) -> str | None:
+            arrays: Mapping[str, np.ndarray | NoValues]) -> str | None:
     """None when `observed` matches `expected`, else why not. `arrays` feeds `{np: ...}`."""
     is_tensor = engine is not None and engine.is_tensor(observed)
     if is_tensor or isinstance(observed, np.ndarray):
@@ -147,13 +170,19 @@ def _short(expected: Any) -> str:
 
 
 def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
-                    arrays: Mapping[str, np.ndarray], is_tensor: bool) -> str | None:
+                    arrays: Mapping[str, np.ndarray | NoValues], is_tensor: bool) -> str | None:
+    array: np.ndarray | None
     if is_tensor:
-        array = engine.to_numpy(observed)
         dtype = engine.dtype_name(observed)
         device = engine.device_name(observed)
+        if engine.has_values(observed):
+            array = engine.to_numpy(observed)
+            shape = list(array.shape)
+        else:
+            array, shape = None, [int(n) for n in observed.shape]
     else:
         array, dtype, device = observed, observed.dtype.name, "cpu"
+        shape = list(array.shape)
     if expected is None:
         return f"expected None, observed {describe(observed, engine)}"
     spec = expected if isinstance(expected, Mapping) else {"value": expected}
@@ -164,10 +193,19 @@ def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
         return f"expected dtype {spec['dtype']}, observed {dtype}"
     if "device" in spec and spec["device"] != device:
         return f"expected device {spec['device']}, observed {device}"
-    if "shape" in spec and list(spec["shape"]) != list(array.shape):
-        return f"expected shape {list(spec['shape'])}, observed {list(array.shape)}"
+    if "shape" in spec and list(spec["shape"]) != shape:
+        return f"expected shape {list(spec['shape'])}, observed {shape}"
+    if array is None and ("np" in spec or "value" in spec):
+        return no_values_message(shape, dtype, device)
     if "np" in spec:
-        want = np.asarray(eval(spec["np"], {"np": np}, dict(arrays)))
+        code = compile(spec["np"], "<np expectation>", "eval")
+        unreadable = [arrays[name] for name in code.co_names
+                      if isinstance(arrays.get(name), NoValues)]
+        if unreadable:
+            return (f"the expected value reads {unreadable[0].name}, a "
+                    f"{unreadable[0].device} tensor whose values cannot be read; expect its "
+                    "shape/dtype/device instead")
+        want = np.asarray(eval(code, {"np": np}, dict(arrays)))
     elif "value" in spec:
         if isinstance(spec["value"], (str, Mapping)):
             return f"expected {spec['value']!r}, observed {describe(observed, engine)}"

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from conformance.case import Case, Raises, Step, Warn
-from conformance.compare import compare, describe, helpers
+from conformance.compare import NoValues, compare, describe, helpers
 from conformance.engines.base import Engine
 from conformance.expectations import Expectations
 
@@ -278,7 +278,9 @@ def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMes
 def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any]) -> None:
     if not step.expect:
         return
-    arrays = {name: engine.to_numpy(value) for name, value in namespace.items()
+    arrays = {name: engine.to_numpy(value) if engine.has_values(value)
+              else NoValues(name, engine.device_name(value))
+              for name, value in namespace.items()
               if not name.startswith("_") and engine.is_tensor(value)}
     for key, expected in step.expect:
         with warnings.catch_warnings():

@@ -43,6 +43,8 @@ def device(t):
 
 
 def value(t):
+    if getattr(t, "is_meta", False):
+        raise ValueError("a meta tensor has no values; print its shape, dtype and device")
     t = t.detach().cpu()
     if getattr(t, "_is_zerotensor", lambda: False)():
         t = t.clone()  # an immutable ZeroTensor: read its materialized copy

@@ -14,6 +14,8 @@ torch-shaped API (how to turn a tensor into NumPy, what a backward node is calle
             ...
         def is_tensor(self, obj):
             ...
+        def has_values(self, tensor):       # optional: False for tensors without data (meta)
+            ...
 
     def make_engine() -> Engine:            # referenced as `package.module:make_engine`
         return MyEngine()
@@ -64,6 +66,11 @@ class Engine(ABC):
     @abstractmethod
     def is_tensor(self, obj: Any) -> bool:
         """Whether `obj` is one of the engine's tensors."""
+
+    def has_values(self, tensor: Any) -> bool:
+        """Whether the tensor's values can be read. A tensor on PyTorch's meta device has a
+        shape, a dtype and a device but no data: the runner observes it without `to_numpy`."""
+        return True
 
     def reset(self) -> None:  # noqa: B027 - most engines keep no global state to restore
         """Restore global state between cases (grad mode, warning filters of the engine)."""

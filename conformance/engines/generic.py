@@ -13,6 +13,8 @@ The namespace it hands to a case is the engine's own module behind a thin facade
   parameter's own `shape[-1]` (1 for a scalar).
 - With `default_device` set (the `-cuda` engines), tensor factories without `device=` and new
   modules are placed on that device.
+- The engine supports the `meta` feature when its module can create a tensor on the meta device
+  (PyTorch and refimpl can); a meta tensor has no values, so `has_values` says False for it.
 
 Everything else is the engine's module itself.
 """
@@ -69,6 +71,8 @@ class TorchLikeEngine(Engine):
             return
         self.version = str(getattr(self.torch, "__version__", "unknown"))
         self.torch_version = torch_version or self.version.split("+", 1)[0]
+        if not _has_meta_device(self.torch):
+            self.lacks = lacks | {"meta"}
         if device_check is not None:
             self.unavailable_reason = device_check(self.torch)
         self._warm_up()
@@ -100,7 +104,12 @@ class TorchLikeEngine(Engine):
             # must see its warnings whatever ran before it.
             torch.set_warn_always(True)
 
+    def has_values(self, tensor: Any) -> bool:
+        return not getattr(tensor, "is_meta", False)
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
+        if not self.has_values(tensor):
+            raise ValueError(f"a tensor on {tensor.device} has no values to read")
         tensor = tensor.detach()
         if str(tensor.dtype).endswith("bfloat16"):
             tensor = tensor.float()
@@ -218,6 +227,8 @@ def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> N
     parameters = list(module.named_parameters())
     by_name = dict(parameters)
     for name, parameter in parameters:
+        if not engine.has_values(parameter):
+            continue  # created on the meta device: no values to redraw
         current = engine.to_numpy(parameter)
         if current.size and np.all((current == 0) | (current == 1)) and np.ptp(current) == 0:
             # Constant initialisations (BatchNorm's ones and zeros) are already the same in
@@ -234,6 +245,14 @@ def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> N
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         values = rng.uniform(-bound, bound, tuple(parameter.shape))
         engine.assign_parameter(parameter, values)
+
+
+def _has_meta_device(module: Any) -> bool:
+    """Whether `module` has PyTorch's meta device (tensors with shapes but no values)."""
+    try:
+        return bool(module.empty(0, device="meta").is_meta)
+    except Exception:  # noqa: BLE001 - an engine without a meta device refuses in its own way
+        return False
 
 
 def _on_device(factory: Callable[..., Any], device: str) -> Callable[..., Any]:

@@ -90,7 +90,8 @@ class MyGradEngine(Engine):
         self.version = importlib.metadata.version("mygrad")
         # MyGrad mutates tensors in place (`out=`, item assignment, augmented assignment) and
         # keeps its graph consistent; it has no modules, complex dtypes, higher-order or
-        # forward-mode AD, repr in PyTorch's format or devices, so those cases are unsupported.
+        # forward-mode AD, repr in PyTorch's format or devices (cuda, meta), so those cases are
+        # unsupported.
         self.features = frozenset({"inplace"})
 
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
