@@ -6,6 +6,7 @@
     python -m conformance show leaf.factory-tensor-is-leaf
     python -m conformance lint spec/cases
     python -m conformance fuzz --engines torch,refimpl --profile ci
+    python -m conformance docs --out build/reference
 
 Exit status: 0 when everything ran and passed (or is unsupported, xfail or stale), 1 when a case
 failed or errored or a file is bad, 2 for a usage error (unknown engine, bad option).
@@ -24,6 +25,7 @@ from conformance.executor import DEFAULT_TIMEOUT
 from conformance.expectations import ExpectationsError
 from conformance.fuzz import cli as fuzz_cli
 from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
+from conformance.reference import cli as docs_cli
 from conformance.reports import failure_text, summary_table, write_atomic, write_reports
 from conformance.repro import repro_script
 from conformance.suite import SuiteReport, run_suite
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="also check every quote against the documents' texts in DIR "
                            "(found by the file names in spec/sources.yaml)")
     fuzz_cli.add_parser(commands)
+    docs_cli.add_parser(commands)
     return parser
 
 
@@ -79,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lint(args)
     if args.command == "fuzz":
         return fuzz_cli.run(args)
+    if args.command == "docs":
+        return docs_cli.run(args)
     loaded = _load(args.cases, args.spec)
     if loaded is None:
         return 1

@@ -1,0 +1,688 @@
+"""Write the reference's page sources (reStructuredText, Markdown, conf.py) from the spec data.
+
+Everything comes from the spec folder (cases, sources, claims, features, the case language),
+from the engines' verdicts (`results`) and, when given, a folder of open fuzz findings; nothing
+on a page is copied by hand. The one page not made from data, the adapter guide, is the
+Markdown file `docs/adapters.md` that sits beside the spec folder (`<spec>/../docs/`, in a
+checkout the repository's `docs/`).
+
+    >>> site = collect(DEFAULT_SPEC_DIR, results=[])        # doctest: +SKIP
+    >>> write_sources(site, Path("build/reference-src"))    # doctest: +SKIP
+
+Pages: `index` (home), one per topic (`retain_grad`: each case a section whose anchor is its
+id), `sources/index` and one per document, `errata`, `engines/index` (the topic by engine
+matrix) and one per engine, `features`, `case-language` (spec/INTERPRETING.md), `adapters`,
+`fuzzing`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from conformance.case import Case
+from conformance.executor import VERDICTS
+from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.reference import rst
+from conformance.reference.results import EngineResults, describe, engine_payload, first_line
+from conformance.reference.session import TORCH_VERSION, render_case
+from conformance.sources import SourceDocument, collapse, load_sources
+from conformance.traceability import Claim, Trace, trace
+
+ORACLE = f"PyTorch {TORCH_VERSION} (CPU)"
+SHORT_ORACLE = "PyTorch " + ".".join(TORCH_VERSION.split(".")[:2])
+GUIDE = Path("docs") / "adapters.md"
+# Page names that are not topics; a topic with one of these names would overwrite the page.
+RESERVED = {"index", "errata", "features", "fuzzing", "adapters", "case-language", "sources",
+            "engines", "search", "genindex"}
+SHOWN_VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
+CLAIM_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class GenerateError(ValueError):
+    """The spec data cannot make a site; the message says which file and what to do."""
+
+
+@dataclass
+class Site:
+    spec_dir: Path
+    cases: list[Case]
+    topics: dict[str, list[Case]]
+    intros: dict[str, list[tuple[str, str]]]
+    sources: dict[str, SourceDocument]
+    trace: Trace
+    features: dict[str, str]
+    features_intro: list[tuple[str, str]]
+    results: list[EngineResults]
+    interpreting: str
+    guide: str | None
+    open_findings: list[Case] | None = None
+    open_findings_dir: str | None = None
+    claims_by_id: dict[str, Claim] = field(default_factory=dict)
+
+    @property
+    def case_by_id(self) -> dict[str, Case]:
+        return {case.id: case for case in self.cases}
+
+
+def load_cases(spec_dir: Path) -> list[Case]:
+    result = load([spec_dir / "cases"], SpecResources.load(spec_dir))
+    if result.problems:
+        listed = "\n".join(str(p) for p in result.problems[:20])
+        raise GenerateError(f"{len(result.problems)} problem(s) in the spec "
+                            f"(`python -m conformance lint` lists them all):\n{listed}")
+    return result.cases
+
+
+def load_open_findings(folder: Path, spec_dir: Path) -> list[Case]:
+    """The finding cases the fuzzer wrote (`fuzz_<hash>.yaml`) that are kept open in `folder`."""
+    files = sorted(folder.glob("*.yaml"))
+    if not files:
+        return []
+    result = load(files, SpecResources.load(spec_dir))
+    if result.problems:
+        listed = "\n".join(str(p) for p in result.problems[:20])
+        raise GenerateError(f"open findings in {folder} do not load:\n{listed}")
+    return result.cases
+
+
+def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResults],
+            cases: Sequence[Case] | None = None,
+            open_findings_dir: Path | None = None) -> Site:
+    """Everything the pages show, read from `spec_dir` (and `open_findings_dir`)."""
+    spec_dir = Path(spec_dir)
+    cases = list(cases) if cases is not None else load_cases(spec_dir)
+    topics: dict[str, list[Case]] = {}
+    for case in sorted(cases, key=lambda c: (c.topic, c.file or "", c.line or 0)):
+        topics.setdefault(case.topic, []).append(case)
+    clash = sorted(set(topics) & RESERVED)
+    if clash:
+        raise GenerateError(f"topic name(s) {', '.join(clash)} would replace a page of the "
+                            f"reference; rename the case file(s) in {spec_dir / 'cases'}")
+    intros = {topic: _leading_comment(spec_dir / "cases" / f"{topic}.yaml") for topic in topics}
+    sources, problems = load_sources(spec_dir / "sources.yaml")
+    if problems:
+        raise GenerateError(f"{spec_dir / 'sources.yaml'}:{problems[0][0]}: {problems[0][1]}")
+    traced = trace(spec_dir)
+    claims_by_id = {claim.id: claim for doc in traced.documents for claim in doc.claims}
+    bad = sorted(claim_id for claim_id in claims_by_id if not CLAIM_ID.match(claim_id))
+    if bad:
+        raise GenerateError(f"{spec_dir / 'claims.yaml'}: claim ids must be letters, digits, "
+                            f"'_', '.' and '-': {', '.join(bad)}")
+    features_path = spec_dir / "features.yaml"
+    features_data = yaml.safe_load(features_path.read_text(encoding="utf-8")) or {}
+    guide_path = spec_dir.parent / GUIDE
+    open_findings = None
+    if open_findings_dir is not None:
+        open_findings = load_open_findings(Path(open_findings_dir), spec_dir)
+    return Site(
+        spec_dir=spec_dir, cases=list(cases), topics=topics, intros=intros, sources=sources,
+        trace=traced, features={str(k): str(v) for k, v in features_data.items()},
+        features_intro=_leading_comment(features_path), results=list(results),
+        interpreting=(spec_dir / "INTERPRETING.md").read_text(encoding="utf-8"),
+        guide=guide_path.read_text(encoding="utf-8") if guide_path.is_file() else None,
+        open_findings=open_findings,
+        open_findings_dir=str(open_findings_dir) if open_findings_dir is not None else None,
+        claims_by_id=claims_by_id,
+    )
+
+
+def _leading_comment(path: Path) -> list[tuple[str, str]]:
+    """The comment a YAML file opens with, as blocks: ("p", paragraph) or ("li", list item).
+
+    A line starting with `- ` opens a list item and indented lines continue it, as the
+    authors write them; any other line continues the paragraph or, after a list, opens one.
+    """
+    if not path.is_file():
+        return []
+    blocks: list[tuple[str, str]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        body = line[1:]
+        stripped = body.strip()
+        if not stripped:
+            blocks.append(("", ""))
+        elif stripped.startswith("- "):
+            blocks.append(("li", stripped[2:]))
+        elif blocks and blocks[-1][0] == "li" and body.startswith("   "):
+            blocks[-1] = ("li", blocks[-1][1] + " " + stripped)
+        elif blocks and blocks[-1][0] == "p":
+            blocks[-1] = ("p", blocks[-1][1] + " " + stripped)
+        else:
+            blocks.append(("p", stripped))
+    return [block for block in blocks if block[0]]
+
+
+def _blocks_rst(blocks: Sequence[tuple[str, str]]) -> str:
+    out = []
+    for index, (kind, body) in enumerate(blocks):
+        if kind == "li":
+            out.append(f"- {rst.text(body)}")
+            if index + 1 == len(blocks) or blocks[index + 1][0] != "li":
+                out.append("")
+        else:
+            out += [rst.text(body), ""]
+    return "\n".join(out) + "\n"
+
+
+def _summary(blocks: Sequence[tuple[str, str]]) -> str:
+    """The first sentence of the first paragraph."""
+    first = next((body for kind, body in blocks if kind == "p"), "")
+    if not first:
+        return ""
+    sentence = re.split(r"(?<=[a-z0-9)\]'\"])\.\s+(?=[A-Z])", first, maxsplit=1)[0]
+    return sentence.rstrip(".") + "."
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def write_sources(site: Site, folder: Path) -> list[str]:
+    """Write conf.py, the stylesheet and every page into `folder`; returns the page names."""
+    folder = Path(folder)
+    pages: dict[str, str] = {"index.rst": home(site), "errata.rst": errata_page(site),
+                             "features.rst": features_page(site),
+                             "fuzzing.rst": fuzzing_page(site),
+                             "case-language.md": site.interpreting,
+                             "sources/index.rst": sources_index(site),
+                             "engines/index.rst": engines_index(site)}
+    pages["adapters.md" if site.guide is not None else "adapters.rst"] = \
+        site.guide if site.guide is not None else missing_guide()
+    for topic, cases in site.topics.items():
+        pages[f"{topic}.rst"] = topic_page(site, topic, cases)
+    for doc in site.sources.values():
+        pages[f"sources/{doc.id}.rst"] = source_page(site, doc)
+    for results in site.results:
+        pages[f"engines/{results.name}.rst"] = engine_page(site, results)
+    (folder / "_static").mkdir(parents=True, exist_ok=True)
+    (folder / "conf.py").write_text(CONF, encoding="utf-8")
+    (folder / "_static" / "reference.css").write_text(CSS, encoding="utf-8")
+    for name, text in pages.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return sorted(pages)
+
+
+CONF = '''\
+# Generated by `python -m conformance docs`; the pages beside it are generated too.
+project = "autograd-conformance"
+html_title = "autograd-conformance reference"
+extensions = ["myst_parser", "conformance.reference.sphinx_ext"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+language = "en"
+html_theme = "furo"
+html_static_path = ["_static"]
+html_css_files = ["reference.css"]
+# Quotes must stay exactly as the documents wrote them: no curly quotes or dashes.
+smartquotes = False
+html_copy_source = False
+html_show_sourcelink = False
+html_show_sphinx = False
+html_show_copyright = False
+highlight_language = "none"
+myst_heading_anchors = 3
+'''
+
+CSS = """\
+.verdict { font-weight: 600; font-size: 0.85em; padding: 0.05em 0.4em; border-radius: 0.25em;
+  white-space: nowrap; }
+.verdict-passed { color: #1a7f37; background: rgba(46, 160, 67, 0.14); }
+.verdict-failed, .verdict-error { color: #cf222e; background: rgba(248, 81, 73, 0.15); }
+.verdict-xfail { color: #9a6700; background: rgba(212, 167, 44, 0.18); }
+.verdict-unsupported, .verdict-not-run { color: #6e7781; background: rgba(110, 119, 129, 0.15); }
+.verdict-stale { color: #8250df; background: rgba(130, 80, 223, 0.15); }
+.spec-claim, .erratum { border-left: 3px solid var(--color-background-border, #ddd);
+  padding-left: 0.9em; margin: 1.2em 0; }
+.spec-claim-id { margin-bottom: 0.3em; }
+.case-rule { font-size: 1.05em; }
+.case-meta { font-size: 0.85em; color: var(--color-foreground-secondary, #555); }
+.engine-line { margin: 0.2em 0; }
+table.matrix td:first-child { white-space: nowrap; }
+.spec-claim-id code { font-weight: 600; }
+section.spec-case { margin-top: 2.5em; }
+"""
+
+
+def _toctree(entries: Iterable[str], caption: str | None = None, hidden: bool = True,
+             maxdepth: int = 1) -> str:
+    out = [".. toctree::", f"   :maxdepth: {maxdepth}"]
+    if caption:
+        out.append(f"   :caption: {caption}")
+    if hidden:
+        out.append("   :hidden:")
+    out.append("")
+    out += [f"   {entry}" for entry in entries]
+    return "\n".join(out) + "\n"
+
+
+def _counts_text(counts: Mapping[str, int]) -> str:
+    """A `:spec:verdict:` badge for each non-zero count: `11 passed`, `2 xfail`."""
+    parts = [f":spec:verdict:`{counts[verdict]} {verdict}`" for verdict in SHOWN_VERDICTS
+             if counts.get(verdict)]
+    return " ".join(parts) if parts else "none run"
+
+
+def _byline(doc: SourceDocument) -> str:
+    author = collapse(doc.author)
+    return f"author {author}" if author.lower().startswith("not stated") else f"by {author}"
+
+
+def _doc_link(doc: SourceDocument) -> str:
+    return f":doc:`{rst.text(doc.title)} </sources/{doc.id}>`"
+
+
+# -- home ----------------------------------------------------------------------------------------
+
+
+def home(site: Site) -> str:
+    total_claims = sum(len(d.claims) for d in site.trace.documents)
+    out = [
+        rst.heading("The autograd specification reference", "="),
+        f"An executable specification of PyTorch's autograd semantics: what ``is_leaf``, "
+        f"``requires_grad``, ``grad_fn``, ``.grad``, ``retain_grad``, ``detach``, ``no_grad`` "
+        f"and ``autograd.grad`` do, written down as {len(site.cases)} cases in "
+        f"{len(site.topics)} topics. Each case is a short PyTorch program with what must hold "
+        f"after each step, and each cites the words of a source document it encodes. The "
+        f"conformance runner checks any autograd engine against every case.",
+        "",
+        f"**The oracle is {ORACLE}.** Where a source document and {SHORT_ORACLE} disagree, the "
+        f"case follows PyTorch and records the document's words as an erratum "
+        f"(:doc:`all errata </errata>`).",
+        "",
+        rst.heading("How to read a rule", "-"),
+        "Each topic page lists its cases. A case is a section headed by its **id**, which is "
+        "also its link: ``retain_grad.html#retain_grad.nonleaf-keeps-grad`` opens "
+        ":spec:case:`retain_grad.nonleaf-keeps-grad`. Under the id:",
+        "",
+        "- **the rule** in one sentence: what PyTorch does;",
+        "- the **features** the case needs beyond the core (an engine without one reports the "
+        "case *unsupported*; see :doc:`/features`);",
+        "- **the example**, as a PyTorch session: statements after ``>>>``, then each checked "
+        "expression and the value it must print. An error is shown as its traceback, a "
+        "warning as ``UserWarning: ...``; messages are PyTorch's exact text. A tensor is "
+        "printed with the values, dtype and device the case checks (flags such as "
+        "``requires_grad`` are checked on lines of their own); ``print(graph(y))`` is the "
+        "case language's picture of the backward graph behind ``y``: each node, then in "
+        "brackets the nodes of its ``next_functions`` (``None`` for an input that needs no "
+        "gradient). See :doc:`/case-language` for every helper;",
+        "- the **verdict of each engine** on that case;",
+        "- the **sources**: the exact words of the documents the case encodes, marked where "
+        "the document is itself quoting PyTorch's documentation;",
+        f"- the **errata**: what a document says that {SHORT_ORACLE} does not do.",
+        "",
+        "Search (the box in the sidebar) finds a case by its id or by any word of its rule.",
+        "",
+        rst.heading("Topics", "-"),
+    ]
+    rows = []
+    for topic, cases in site.topics.items():
+        rows.append([f":doc:`{rst.text(topic)} </{topic}>`", str(len(cases)),
+                     rst.text(_summary(site.intros.get(topic, [])))])
+    out.append(rst.table(["topic", "cases", "what it covers"], rows, [18, 7, 75]))
+    out += [
+        rst.heading("Everything else", "-"),
+        f"- :doc:`/sources/index`: the {len(site.sources)} source documents, each of their "
+        f"{total_claims} claims and the cases that check it.",
+        f"- :doc:`/errata`: the {len(site.trace.errata)} places where a document is wrong or "
+        f"dated for {SHORT_ORACLE}.",
+        "- :doc:`/engines/index`: the verdicts of "
+        + (", ".join(f":doc:`{rst.text(r.name)} </engines/{r.name}>`" for r in site.results)
+           or "no engine") + ", topic by topic, with the reasons for known failures.",
+        "- :doc:`/features`: the optional capabilities a case may need.",
+        "- :doc:`/case-language`: the contract between the case files, the runner and the "
+        "engine adapters.",
+        "- :doc:`/adapters`: how to check your own engine.",
+        "- :doc:`/fuzzing`: the rules the differential fuzzer found.",
+        "",
+        _toctree(site.topics, "Topics"),
+        _toctree(["sources/index", "errata", "engines/index"], "Sources and results"),
+        _toctree(["case-language", "features", "adapters", "fuzzing"], "Using the suite"),
+    ]
+    return "\n".join(out)
+
+
+# -- topics --------------------------------------------------------------------------------------
+
+
+def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
+    out = [rst.heading(rst.text(topic), "=")]
+    out.append(_blocks_rst(site.intros.get(topic, [])))
+    ids = [case.id for case in cases]
+    out.append(f"{len(cases)} case{'s' if len(cases) != 1 else ''}, from "
+               f"{rst.code(f'cases/{topic}.yaml')}. Examples are PyTorch sessions; helpers such as "
+               f"``graph()`` are those of the :doc:`/case-language`.")
+    out.append("")
+    if site.results:
+        out.append(rst.table(["engine", "verdicts on this topic"], [
+            [f":doc:`{rst.text(r.name)} </engines/{r.name}>`", _counts_text(r.counts(ids))]
+            for r in site.results], [20, 80]))
+    for case in cases:
+        out.append(case_section(site, case))
+    return "\n".join(out)
+
+
+def case_section(site: Site, case: Case) -> str:
+    body = [f".. rst-class:: case-rule\n\n{rst.text(case.rule)}\n"]
+    if case.features:
+        body.append("**Needs:** " + ", ".join(f":spec:feature:`{f}`" for f in case.features)
+                    + "\n")
+    rendered = render_case(case)
+    body.append(rst.literal(rendered.text, "pycon"))
+    for kind, versions, message in rendered.older_messages:
+        body.append(f"PyTorch {rst.text(versions)} words the {rst.text(kind)}: "
+                    f"{rst.quoted(message)}\n")
+    meta = [rst.code(_case_file(site, case))]
+    if case.seed:
+        meta.append(f"random data from seed {case.seed}")
+    body.append(".. rst-class:: case-meta\n\n" + rst.text("defined in") + " "
+                + ", ".join(meta) + "\n")
+    if site.results:
+        body.append(".. rubric:: Engines\n")
+        for results in site.results:
+            verdict, why = describe(results, case.id)
+            line = (f":doc:`{rst.text(results.name)} </engines/{results.name}>` "
+                    f":spec:verdict:`{verdict.replace(' ', '-')}`")
+            if why:
+                line += " " + rst.text(why)
+            body.append(f".. rst-class:: engine-line\n\n{line}\n")
+    if case.sources:
+        body.append(".. rubric:: Sources\n")
+        for source in case.sources:
+            body.append("- " + _citation(site, source.doc, source.quote))
+        body.append("")
+    if case.errata:
+        body.append(".. rubric:: Errata\n")
+        for erratum in case.errata:
+            body.append(_erratum_text(site, erratum.doc, erratum.quote, erratum.correction))
+    return f".. spec:case:: {case.id}\n\n" + rst.indent("\n".join(body)) + "\n"
+
+
+def _case_file(site: Site, case: Case) -> str:
+    name = Path(case.file).name if case.file else f"{case.topic}.yaml"
+    folder = "cases" if case in site.topics.get(case.topic, []) else "open findings"
+    return f"{folder}/{name}:{case.line}" if case.line else f"{folder}/{name}"
+
+
+def _citation(site: Site, doc_id: str, quote: str) -> str:
+    doc = site.sources.get(doc_id)
+    if doc is None:
+        return f"{rst.quoted(quote)} ({rst.text(doc_id)})"
+    text = f"{rst.quoted(quote)} — {_doc_link(doc)}, {rst.text(_byline(doc))}."
+    origin = doc.docs_origin(quote)
+    if origin:
+        text += f" *The document is quoting PyTorch's documentation:* {rst.text(origin)}."
+    return text
+
+
+def _erratum_text(site: Site, doc_id: str, quote: str, correction: str) -> str:
+    doc = site.sources.get(doc_id)
+    where = _doc_link(doc) if doc is not None else rst.text(doc_id)
+    return (f".. container:: erratum\n\n"
+            f"   **The document says** {rst.quoted(quote)} ({where})\n\n"
+            f"   **{SHORT_ORACLE} does:** {rst.text(correction)}\n")
+
+
+# -- sources -------------------------------------------------------------------------------------
+
+
+def sources_index(site: Site) -> str:
+    out = [rst.heading("Source documents", "="),
+           "The cases encode the claims of these documents, secondary sources written for "
+           "PyTorch users. Every claim (a rule, a printed example, a quoted error) is listed on "
+           "its document's page with the cases that check it; a case *covers* a claim when it "
+           "cites the same document with an overlapping quote.",
+           ""]
+    rows = []
+    cited: set[str] = set()
+    for document in site.trace.documents:
+        doc = site.sources[document.doc]
+        cases = {c for claim in document.claims for c in claim.cases}
+        cited |= cases
+        covered = sum(1 for claim in document.claims if claim.cases)
+        errata = sum(1 for erratum, _ in site.trace.errata if erratum.doc == document.doc)
+        rows.append([_doc_link(doc), rst.text(doc.kind), str(len(document.claims)),
+                     str(covered), str(len(cases)), str(errata)])
+    out.append(rst.table(["document", "kind", "claims", "covered", "cases citing it", "errata"],
+                         rows, [50, 10, 10, 10, 10, 10]))
+    out.append(f"{site.trace.case_count} cases in all; {len(cited)} of them cite a claim.\n")
+    out.append(_toctree([f"{doc.id}" for doc in site.sources.values()]))
+    return "\n".join(out)
+
+
+def source_page(site: Site, doc: SourceDocument) -> str:
+    document = next((d for d in site.trace.documents if d.doc == doc.id), None)
+    claims = document.claims if document is not None else []
+    out = [rst.heading(rst.text(doc.title), "=")]
+    facts = [["id", rst.code(doc.id)],
+             ["author", rst.text(doc.author)], ["site", rst.text(doc.site)],
+             ["kind", rst.text(doc.kind)], ["reflects", rst.text(doc.reflects)]]
+    out.append(rst.table(["", ""], facts, [15, 85]).replace(":header-rows: 1", ":header-rows: 0"))
+    if doc.notes:
+        out += [rst.text(doc.notes), ""]
+    if doc.pytorch_docs:
+        out.append(rst.heading("Passages quoting PyTorch's documentation", "-"))
+        for passage in doc.pytorch_docs:
+            out.append(f"- {rst.quoted(passage.quote)} — from {rst.text(passage.origin)}")
+        out.append("")
+    covered = sum(1 for claim in claims if claim.cases)
+    errata = [(e, ids) for e, ids in site.trace.errata if e.doc == doc.id]
+    out.append(rst.heading("Claims", "-"))
+    out.append(f"{len(claims)} claims, {covered} covered by a case; {len(errata)} errata. "
+               f"Each claim: the document's words, what {SHORT_ORACLE} does, the cases that "
+               f"check it.\n")
+    for claim in claims:
+        out.append(claim_block(claim, errata))
+    return "\n".join(out)
+
+
+def claim_block(claim: Claim, errata: Sequence[tuple]) -> str:
+    body = [f"{rst.quoted(claim.quote)}\n", f"**In {SHORT_ORACLE}:** {rst.text(claim.says)}\n"]
+    if claim.cases:
+        body.append("**Checked by:** " + ", ".join(f":spec:case:`{c}`" for c in claim.cases)
+                    + "\n")
+    else:
+        body.append("**Checked by:** no case yet.\n")
+    for erratum, ids in errata:
+        if claim.id in ids:
+            body.append(f"**Erratum** (:spec:case:`{erratum.case_id}`): "
+                        f"{rst.text(erratum.correction or '')}\n")
+    return f".. spec:claim:: {claim.id}\n\n" + rst.indent("\n".join(body)) + "\n"
+
+
+# -- errata --------------------------------------------------------------------------------------
+
+
+def errata_page(site: Site) -> str:
+    out = [rst.heading("Errata", "="),
+           f"Where a source document is wrong or dated for {SHORT_ORACLE}, the case asserts "
+           f"what PyTorch does and records the document's words here. "
+           f"{len(site.trace.errata)} errata in "
+           f"{len({e.case_id for e, _ in site.trace.errata})} cases.",
+           ""]
+    by_doc: dict[str, list] = defaultdict(list)
+    for erratum, ids in site.trace.errata:
+        by_doc[erratum.doc].append((erratum, ids))
+    for doc_id, entries in by_doc.items():
+        doc = site.sources.get(doc_id)
+        title = rst.text(doc.title) if doc is not None else rst.text(doc_id)
+        out.append(rst.heading(title, "-"))
+        if doc is not None:
+            out.append(f"{rst.text(_byline(doc).capitalize())}; {rst.text(doc.site)}. "
+                       f":doc:`The document's page </sources/{doc.id}>`.\n")
+        for erratum, ids in entries:
+            claims = ", ".join(f":spec:claim:`{i}`" for i in ids)
+            out.append(
+                f".. container:: erratum\n\n"
+                f"   Case :spec:case:`{erratum.case_id}`"
+                + (f"; claim {claims}" if claims else "") + "\n\n"
+                f"   **The document says** {rst.quoted(erratum.quote)}\n\n"
+                f"   **{SHORT_ORACLE} does:** {rst.text(erratum.correction or '')}\n")
+    return "\n".join(out)
+
+
+# -- engines -------------------------------------------------------------------------------------
+
+
+def engines_index(site: Site) -> str:
+    out = [rst.heading("Engines", "="),
+           "Every engine with an adapter in this package, run on every case. Verdicts: "
+           ":spec:verdict:`passed`; :spec:verdict:`failed` (an expectation did not hold); "
+           ":spec:verdict:`error` (the case crashed the runner); :spec:verdict:`unsupported` "
+           "(the engine lacks a feature the case needs, or cannot run here); "
+           ":spec:verdict:`xfail` (a known failure, listed with its reason in the engine's "
+           "expectations file); :spec:verdict:`stale` (listed as a known failure, but it "
+           "passed).",
+           ""]
+    if not site.results:
+        out.append("This build was given no results.\n")
+        return "\n".join(out)
+    origins = sorted({r.origin for r in site.results})
+    out.append("Results from " + rst.text("; ".join(origins)) + ".\n")
+    rows = []
+    for results in site.results:
+        counts = results.counts()
+        name = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
+        version = rst.text(results.version if results.available else
+                           f"unavailable: {results.unavailable_reason}")
+        rows.append([name, version, *(str(counts[v]) for v in VERDICTS)])
+    out.append(rst.table(["engine", "version", *VERDICTS], rows))
+    out.append(rst.heading("Topic by engine", "-"))
+    matrix = []
+    for topic, cases in site.topics.items():
+        ids = [case.id for case in cases]
+        matrix.append([f":doc:`{rst.text(topic)} </{topic}>`", str(len(cases)),
+                       *(_counts_text(r.counts(ids)) for r in site.results)])
+    matrix.append(["**all**", str(len(site.cases)),
+                   *(_counts_text(r.counts(c.id for c in site.cases)) for r in site.results)])
+    out.append(rst.table(["topic", "cases", *(rst.text(r.name) for r in site.results)], matrix,
+                         classes="matrix"))
+    out.append(_toctree([f"{r.name}" for r in site.results]))
+    return "\n".join(out)
+
+
+def engine_page(site: Site, results: EngineResults) -> str:
+    out = [rst.heading(rst.text(results.name), "=")]
+    facts = [[rst.text(k), rst.text(v)] for k, v in engine_payload(results).items()]
+    out.append(rst.table(["", ""], facts, [25, 75]).replace(":header-rows: 1",
+                                                           ":header-rows: 0"))
+    out.append("**All cases:** " + _counts_text(results.counts()) + "\n")
+    out.append(rst.heading("By topic", "-"))
+    rows = [[f":doc:`{rst.text(topic)} </{topic}>`",
+             _counts_text(results.counts(case.id for case in cases))]
+            for topic, cases in site.topics.items()]
+    out.append(rst.table(["topic", "verdicts"], rows, [25, 75]))
+    case_ids = [case.id for case in site.cases]
+    by_verdict: dict[str, list[str]] = defaultdict(list)
+    for case_id in case_ids:
+        found = results.verdicts.get(case_id)
+        by_verdict[found.verdict if found else "not run"].append(case_id)
+    bad = by_verdict.get("failed", []) + by_verdict.get("error", [])
+    if bad:
+        out.append(rst.heading("Failures", "-"))
+        for case_id in bad:
+            found = results.verdicts[case_id]
+            step = f" (step {found.step})" if found.step is not None else ""
+            out.append(f"- :spec:case:`{case_id}` :spec:verdict:`{found.verdict}`{step}\n")
+            out.append(rst.indent(rst.literal(found.message or "(no message)"), 2))
+    for verdict, title, explain in (
+            ("xfail", "Known failures (xfail)",
+             "Listed in the engine's expectations file, grouped by the reason it gives."),
+            ("stale", "Stale expectations",
+             "Listed as known failures, but they passed: the entries should go."),
+            ("unsupported", "Unsupported",
+             "Not run: the engine lacks a feature the case needs, or cannot run here.")):
+        ids = by_verdict.get(verdict, [])
+        if not ids:
+            continue
+        out.append(rst.heading(title, "-"))
+        out.append(f"{len(ids)} cases. {explain}\n")
+        groups: dict[str, list[str]] = defaultdict(list)
+        for case_id in ids:
+            found = results.verdicts[case_id]
+            groups[found.reason or first_line(found.message) or "no reason given"].append(
+                case_id)
+        for reason, members in groups.items():
+            out.append(f"- {rst.text(reason)}: "
+                       + ", ".join(f":spec:case:`{c}`" for c in members) + "\n")
+    return "\n".join(out)
+
+
+# -- features, fuzzing, adapters -------------------------------------------------------------------
+
+
+def features_page(site: Site) -> str:
+    out = [rst.heading("Features", "="), _blocks_rst(site.features_intro)]
+    needing: dict[str, list[str]] = defaultdict(list)
+    for case in site.cases:
+        for feature in case.features:
+            needing[feature].append(case.id)
+    for name, description in site.features.items():
+        body = [rst.text(description) + "\n"]
+        members = needing.get(name, [])
+        if members:
+            body.append(f"Needed by {len(members)} case{'s' if len(members) != 1 else ''}: "
+                        + ", ".join(f":spec:case:`{c}`" for c in members) + "\n")
+        else:
+            body.append("No case needs it yet.\n")
+        out.append(f".. spec:feature:: {name}\n\n" + rst.indent("\n".join(body)) + "\n")
+    return "\n".join(out)
+
+
+def fuzzing_page(site: Site) -> str:
+    found = site.topics.get("fuzz_findings", [])
+    out = [
+        rst.heading("Fuzzing", "="),
+        "The differential fuzzer looks for the rules nobody wrote down. Hypothesis draws "
+        "random autograd programs in the case language (leaves, broadcasting ops, views, "
+        "in-place ops, grad modes, backward and autograd.grad, modules), runs each on two "
+        "engines and compares every observation after every step: values within dtype-aware "
+        "tolerances, flags, graphs, errors and warnings.",
+        "",
+        "A mismatch is shrunk, reduced statement by statement to what it needs, and written as "
+        "a ready case (``fuzz_<hash>.yaml``, expectations from the reference engine) plus a "
+        "standalone repro script. Once the engine is fixed, the case joins the specification "
+        "with a rule and its sources.",
+        "",
+        rst.literal("python -m conformance fuzz --engines torch,refimpl --profile ci\n"
+                    "python -m conformance fuzz --engines torch,refimpl --examples 5000 "
+                    "--seed 1", "console"),
+        rst.heading("Findings in the specification", "-"),
+        f"{len(found)} rules found by fuzzing refimpl against {SHORT_ORACLE}, each on the "
+        f":doc:`fuzz_findings </fuzz_findings>` page." if found else
+        "No fuzz finding has joined the specification yet.",
+        "",
+    ]
+    if found:
+        out.append(rst.table(["case", "rule"], [[f":spec:case:`{c.id}`", rst.text(c.rule)]
+                                                for c in found], [40, 60]))
+    out.append(rst.heading("Open findings", "-"))
+    if site.open_findings is None:
+        out.append("Mismatches found but not fixed yet are kept with the project's tests "
+                   "(``tests/fuzz/open_findings/``); this build was not given that folder.\n")
+    elif not site.open_findings:
+        out.append("None: every mismatch the fuzzer has found so far is fixed and its case is "
+                   "in the specification.\n")
+    else:
+        out.append(f"{len(site.open_findings)} mismatches found and not fixed yet; each case "
+                   f"holds on PyTorch and fails on the engine named in its id.\n")
+        for case in site.open_findings:
+            out.append(case_section(site, case))
+    return "\n".join(out)
+
+
+def missing_guide() -> str:
+    return "\n".join([
+        rst.heading("Writing an adapter", "="),
+        "The adapter guide is ``docs/adapters.md`` in the project's source; this build found no "
+        "copy of it beside the spec folder. The adapter interface itself is documented in the "
+        "module ``conformance.engines.base``.",
+        ""])
+

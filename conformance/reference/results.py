@@ -1,0 +1,148 @@
+"""The verdicts the reference shows: from a run of the suite now, or from JSON reports.
+
+`run_engines` runs every case on the engines that have an in-tree adapter (those that cannot
+load here are shown as unavailable, with the reason); `read_reports` reads the files
+`python -m conformance run --json PATH` wrote. Either way each engine becomes an
+`EngineResults`, with each case's verdict and, for an xfail, the reason its expectations file
+gives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.case import Case
+from conformance.executor import VERDICTS
+
+# The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl) and the
+# third-party adapters it ships. The CUDA variants run the same adapters on a GPU.
+DEFAULT_ENGINES = ("torch", "refimpl", "mygrad")
+
+
+class ReportsError(ValueError):
+    """A report file cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    message: str = ""
+    reason: str | None = None
+    step: int | None = None
+
+
+@dataclass
+class EngineResults:
+    name: str
+    version: str = "unknown"
+    device: str = "cpu"
+    torch_version: str = ""
+    message_strictness: str = ""
+    available: bool = True
+    unavailable_reason: str | None = None
+    wall_s: float = 0.0
+    origin: str = ""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+    def counts(self, case_ids: Iterable[str] | None = None) -> dict[str, int]:
+        ids = self.verdicts if case_ids is None else case_ids
+        found = Counter(self.verdicts[i].verdict for i in ids if i in self.verdicts)
+        return {verdict: found.get(verdict, 0) for verdict in VERDICTS}
+
+
+def run_engines(cases: Sequence[Case], names: Sequence[str]) -> list[EngineResults]:
+    """Run `cases` on each engine in `names` (unknown names raise EngineError)."""
+    from conformance.engines import load_engine
+    from conformance.suite import run_suite
+
+    report = run_suite(cases, [load_engine(name) for name in names])
+    out = []
+    for run in report.runs:
+        info = run.engine.describe()
+        results = EngineResults(
+            name=info["name"], version=str(info["version"]), device=str(info["device"]),
+            torch_version=str(info["torch_version"]),
+            message_strictness=str(info["message_strictness"]),
+            available=bool(info["available"]), unavailable_reason=info["unavailable_reason"],
+            wall_s=run.wall_s, origin="a run of the suite while this reference was built")
+        for result in run.results:
+            results.verdicts[result.case_id] = Verdict(result.verdict, result.message,
+                                                       result.reason, result.step)
+        out.append(results)
+    return out
+
+
+def read_reports(folder: Path) -> list[EngineResults]:
+    """Every engine of every `*.json` report in `folder`; a newer file wins for an engine."""
+    files = sorted(Path(folder).glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name))
+    if not files:
+        raise ReportsError(f"{folder}: no *.json reports (write them with "
+                           "`python -m conformance run --json PATH`)")
+    engines: dict[str, EngineResults] = {}
+    for path in files:
+        for results in _read_report(path):
+            engines[results.name] = results
+    return list(engines.values())
+
+
+def _read_report(path: Path) -> list[EngineResults]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        engines = data["engines"]
+        rows = data["results"]
+        out = []
+        for info in engines:
+            results = EngineResults(
+                name=str(info["name"]), version=str(info.get("version", "unknown")),
+                device=str(info.get("device", "cpu")),
+                torch_version=str(info.get("torch_version", "")),
+                message_strictness=str(info.get("message_strictness", "")),
+                available=bool(info.get("available", True)),
+                unavailable_reason=info.get("unavailable_reason"),
+                wall_s=float(info.get("wall_time_s", 0.0)), origin=f"the report {path.name}")
+            for row in rows:
+                if row["engine"] == results.name:
+                    results.verdicts[str(row["case_id"])] = Verdict(
+                        str(row["verdict"]), str(row.get("message") or ""), row.get("reason"),
+                        row.get("step"))
+            out.append(results)
+        return out
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportsError(f"{path}: not a report of `python -m conformance run --json` "
+                           f"({type(exc).__name__}: {exc})") from exc
+
+
+def describe(results: EngineResults, case_id: str) -> tuple[str, str]:
+    """(verdict, a short explanation) of one case on one engine; ('not run', '') if absent."""
+    found = results.verdicts.get(case_id)
+    if found is None:
+        return "not run", ""
+    if found.verdict in ("xfail", "stale") and found.reason:
+        return found.verdict, found.reason
+    if found.verdict == "passed":
+        return found.verdict, ""
+    return found.verdict, first_line(found.message)
+
+
+def first_line(message: str, limit: int = 240) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def engine_payload(results: EngineResults) -> dict[str, Any]:
+    """What the engine pages state about an engine, in order."""
+    facts = {
+        "version": results.version,
+        "device": results.device,
+        "messages held to PyTorch": results.torch_version or "not stated",
+        "messages compared": results.message_strictness or "not stated",
+        "results from": results.origin,
+    }
+    if not results.available:
+        facts["unavailable"] = results.unavailable_reason or "not stated"
+    return facts
