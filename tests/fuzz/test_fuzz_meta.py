@@ -75,6 +75,9 @@ def test_open_findings_are_valid_and_still_open(torch_engine):
     refimpl. Once refimpl is fixed the case passes there too, and this test fails until the case
     moves into spec/cases/fuzz_findings.yaml with a rule and its sources.
     """
+    if not any(OPEN_FINDINGS.glob("*.yaml")):
+        assert (OPEN_FINDINGS / "README.md").is_file()  # nothing is open now
+        return
     refimpl = load_engine("refimpl")
     loaded = load([OPEN_FINDINGS])
     assert loaded.problems == []
