@@ -10,8 +10,10 @@ grad modes, backward/grad, modules); both engines run each one in this process a
 observation after every step is compared (values with dtype-aware tolerances, flags, graphs,
 errors and warnings at the weaker adapter's message strictness). `--without FAMILY` leaves out
 in-place ops, create_graph, modules, conv or batchnorm; families an engine does not support are
-left out anyway. The exit status is 0 when the engines agree, 1 on a mismatch, 2 when an
-engine cannot run; the last line gives programs per second.
+left out anyway. The exit status is 0 when the engines agree, 1 on a mismatch (an engine that
+raises, SystemExit included, is one), 2 when the run cannot start (an engine that cannot run,
+an unreachable database, an `--out` that cannot be written); the last line gives programs per
+second.
 
 Profiles (`--profile`, see `profiles`): `ci` is 400 programs from seed 0 with no database (the
 same programs every run; `tests/fuzz/test_fuzz_refimpl.py` runs it in CI), `dev` (the CLI's
@@ -25,13 +27,24 @@ a standalone repro for the other engine; the message shows the differences and b
 engine is fixed, move the case into `spec/cases/`.
 
 Campaign: one shard per pytest test, spread over the cores by pytest-xdist; the shards share a
-Hypothesis example database, so a failure found by one is replayed first by the others, and by
-other machines when `$AUTOGRAD_FUZZ_DB` points at a shared folder:
+Hypothesis example database, so a failure found by one is replayed first by every shard that
+starts after it. On one machine that is a folder; across N machines it is a Redis server that
+they all reach, named by `$AUTOGRAD_FUZZ_DB` (or `--db` on the command line):
 
-    AUTOGRAD_FUZZ_DB=/shared/fuzz-db AUTOGRAD_FUZZ_EXAMPLES=10000 \
-        python -m pytest conformance/fuzz/campaign.py -n auto
+    # one Redis for the campaign (no disk needed)
+    redis-server --port 6379 --bind <private address> --requirepass <secret> --save ''
+    # on each machine, all on the same commit (16 cores each; repeat it for a long campaign)
+    AUTOGRAD_FUZZ_DB=redis://:<secret>@fuzz-db.internal:6379/0 AUTOGRAD_FUZZ_SHARDS=16 \
+        python -m pytest conformance/fuzz/campaign.py -n 16
 
-(`AUTOGRAD_FUZZ_ENGINES`, `_SHARDS`, `_SEED` and `_OUT` are described in `campaign`.)
+Each shard draws from its own random seed (to fix them, give machine k of N the base seed
+`AUTOGRAD_FUZZ_SEED=$((k * 16))`, as shard i adds i). Every run replays what the shards before
+it found, on any machine. Each machine also keeps a local copy of the database
+(`.hypothesis/fuzz-campaign`), so a failure stays replayable there if Redis loses it, and a
+Redis outage mid-run only stops the sharing. A bad URL, a server that is down or a findings
+folder that cannot be written stops the run before any program, with one line that names it.
+(`AUTOGRAD_FUZZ_ENGINES`, `_SHARDS`, `_SEED` and `_OUT` are described in `campaign`, the
+database in `profiles`.)
 
 Modules:
 
@@ -40,7 +53,8 @@ Modules:
 - `runner.fuzz()`: the loop (Hypothesis drives and shrinks, `minimise` reduces, a finding is
   written).
 - `findings`: a mismatch as a lint-valid YAML case plus a standalone repro script.
-- `profiles`: the `ci`, `dev` and `campaign` settings; `campaign.py` runs under pytest-xdist.
+- `profiles`: the `ci`, `dev` and `campaign` settings and the example database (a folder or
+  Redis); `campaign.py` runs under pytest-xdist.
 - `cli`: `python -m conformance fuzz`.
 """
 

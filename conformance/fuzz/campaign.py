@@ -8,8 +8,27 @@ Environment (all optional):
 - `AUTOGRAD_FUZZ_EXAMPLES`: programs per shard (default 20,000, the `campaign` profile's).
 - `AUTOGRAD_FUZZ_SHARDS`: number of shards (default: the number of CPU cores).
 - `AUTOGRAD_FUZZ_SEED`: base seed; shard i uses seed + i (default: random per shard).
-- `AUTOGRAD_FUZZ_DB`: the shared Hypothesis example database folder (see `profiles`).
+- `AUTOGRAD_FUZZ_DB`: the shared Hypothesis example database: a folder, or a
+  `redis://host:port/db` URL (see `profiles`); default `.hypothesis/fuzz-campaign`.
 - `AUTOGRAD_FUZZ_OUT`: the findings folder (default `findings`).
+
+On N machines: start one Redis server that every machine reaches (it needs no disk:
+`redis-server --port 6379 --bind <private address> --requirepass <secret> --save ''`), check
+out the same commit everywhere (Hypothesis keys the database by the fuzz loop's source), and
+run on each machine:
+
+    # 16 cores; a long campaign runs it again and again
+    AUTOGRAD_FUZZ_DB=redis://:<secret>@fuzz-db.internal:6379/0 AUTOGRAD_FUZZ_SHARDS=16 \
+        python -m pytest conformance/fuzz/campaign.py -n 16
+
+Without `AUTOGRAD_FUZZ_SEED` every shard draws from its own random seed; with one, give
+machine k the base seed k * 16 (shard i adds i), or shards on two machines draw the same
+programs. A failure a shard finds is saved in Redis while it is shrunk; every shard that starts
+later, on any machine, replays it before drawing new programs (shards already running see it in
+their next run). Each machine writes its findings into its own `AUTOGRAD_FUZZ_OUT` and keeps a
+local copy of the database in `.hypothesis/fuzz-campaign` (see `profiles` for why). The URL,
+the server and the findings folder are checked when this module is collected: a bad one fails
+collection with one line saying what to fix, before any shard runs.
 
 Each shard fails with the finding's message (differences, case, repro path) on a mismatch.
 """
@@ -22,12 +41,31 @@ from pathlib import Path
 import pytest
 
 from conformance.engines import load_engine
-from conformance.fuzz.findings import DEFAULT_OUT
-from conformance.fuzz.profiles import PROFILES
+from conformance.fuzz.findings import DEFAULT_OUT, unwritable_reason
+from conformance.fuzz.profiles import PROFILES, DatabaseError
 from conformance.fuzz.runner import fuzz, prefer_single_thread
 
 prefer_single_thread()
 SHARDS = int(os.environ.get("AUTOGRAD_FUZZ_SHARDS", os.cpu_count() or 1))
+OUT = Path(os.environ.get("AUTOGRAD_FUZZ_OUT", str(DEFAULT_OUT)))
+
+
+def _check_setup() -> None:
+    """Fail collection, with one line, when the database or the findings folder cannot be used
+    (every shard would fail the same way, some only after hours of fuzzing)."""
+    problem = None
+    try:
+        PROFILES["campaign"].open_database()
+    except DatabaseError as exc:
+        problem = str(exc)
+    reason = unwritable_reason(OUT)
+    if problem is None and reason is not None:
+        problem = f"{reason}: set $AUTOGRAD_FUZZ_OUT to a folder you can write"
+    if problem is not None:
+        pytest.fail(f"error: {problem}", pytrace=False)
+
+
+_check_setup()
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
@@ -41,6 +79,6 @@ def test_campaign_shard(shard: int) -> None:
     examples = int(os.environ.get("AUTOGRAD_FUZZ_EXAMPLES", PROFILES["campaign"].examples))
     result = fuzz(load_engine(reference_name), load_engine(other_name), examples=examples,
                   seed=None if base is None else int(base) + shard, profile="campaign",
-                  out=Path(os.environ.get("AUTOGRAD_FUZZ_OUT", str(DEFAULT_OUT))))
+                  out=OUT)
     print(result.summary())
     assert result.finding is None, result.finding.message()

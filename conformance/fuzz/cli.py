@@ -2,11 +2,14 @@
 
     python -m conformance fuzz --engines refimpl,torch --profile ci
     python -m conformance fuzz --engines torch,mygrad --examples 5000 --seed 7 --out findings
+    python -m conformance fuzz --profile campaign --db redis://fuzz-db.internal:6379/0
 
 The reference engine (whose observations a finding's case expects) is `--reference`, else
 `torch` when it is one of the two, else the first. Exit status: 0 when the engines agree on
-every program, 1 on a mismatch (the case and repro are written to `--out`), 2 for a usage error
-or an engine that cannot run.
+every program, 1 on a mismatch (the case and repro are written to `--out`; an engine that
+raises, SystemExit included, is a mismatch too), 2 for a usage error or when the run cannot
+start (an engine that cannot run, a database that cannot be reached, an `--out` that cannot be
+written), before any program runs.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="Hypothesis seed (default: the profile's; random for dev/campaign)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"folder for finding cases and repro scripts (default: {DEFAULT_OUT})")
+    parser.add_argument("--db", metavar="DIR|URL",
+                        help="example database: a folder or redis://host:port/db, shared by "
+                             "the machines of a campaign (default: the profile's; campaign: "
+                             "$AUTOGRAD_FUZZ_DB)")
     parser.add_argument("--without", action="append", default=[], choices=FAMILIES,
                         metavar="FAMILY", help="leave out a program family (repeatable): "
                                                + ", ".join(FAMILIES))
@@ -70,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                     and reference.supports(f) and other.supports(f)]
         result = fuzz(reference, other, examples=args.examples, seed=args.seed,
                       profile=args.profile, out=args.out, families=families,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, database=args.db)
     except (EngineError, FuzzSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,8 +11,10 @@ topic when the bug is fixed.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ from conformance.loader import load
 from conformance.repro import repro_script
 
 DEFAULT_OUT = Path("findings")
+CRASH = "runner crash"
+"""What differs when an engine raised out of the runner (SystemExit, an adapter bug)."""
 SOURCE = {"doc": "autodiff-notes-flat", "quote": "calculate gradients through the DAG."}
 """Every generated program exercises the DAG this sentence describes; cite it so the case lints."""
 
@@ -49,6 +53,8 @@ class Finding:
     yaml_path: Path | None = None
     repro_path: Path | None = None
     lint_problems: tuple[str, ...] = ()
+    write_error: str | None = None
+    """Why the case and repro could not be written (the message then carries the case)."""
 
     def message(self) -> str:
         """What a person needs: the differences, the case and where the repro is."""
@@ -59,7 +65,7 @@ class Finding:
             "program:",
             self.program.source(),
             "",
-            f"case ({self.yaml_path or 'not written'}):",
+            f"case ({self.yaml_path or self._not_written()}):",
             self.yaml_text.rstrip(),
             "",
             f"repro on {self.other}: python {self.repro_path or '<not written>'}",
@@ -67,6 +73,9 @@ class Finding:
         if self.lint_problems:
             lines += ["", "the case does not lint:", *self.lint_problems]
         return "\n".join(lines)
+
+    def _not_written(self) -> str:
+        return f"not written: {self.write_error}" if self.write_error else "not written"
 
 
 def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other: Engine,
@@ -83,11 +92,14 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
         if record is None:
             steps.append(entry)
             continue
-        if index == mismatch.step:
-            expect = {key: encode(value) for key, value in record.observations.items()
-                      if key in differing and not _has_raised(value)}
-            if expect:
-                entry["expect"] = expect
+        # Where an engine crashed is not known: the case then observes what the fuzzer did
+        # (all but observations that raised, mostly of names the reduction removed).
+        wanted = set(record.observations) if CRASH in differing \
+            else differing if index == mismatch.step else set()
+        expect = {key: encode(value) for key, value in record.observations.items()
+                  if key in wanted and not _has_raised(value)}
+        if expect:
+            entry["expect"] = expect
         if record.error is not None:
             entry["raises"] = {"type": record.error.type, "stage": record.error.stage,
                                "message": record.error.message}
@@ -134,6 +146,30 @@ def write_finding(finding: Finding, out: Path = DEFAULT_OUT) -> Finding:
     finding.repro_path.write_text(finding.repro_text, encoding="utf-8")
     finding.lint_problems = tuple(str(p) for p in load([finding.yaml_path]).problems)
     return finding
+
+
+def unwritable_reason(out: Path) -> str | None:
+    """Why findings cannot be written into `out` (None: they can).
+
+    Checked before fuzzing, so a finding is never shrunk only to be lost: the folder and its
+    missing parents are created, a file is written there, and what this made is removed again
+    (a run without a finding leaves nothing behind).
+    """
+    if out.exists() and not out.is_dir():
+        return f"findings folder {out} is a file"
+    missing = [folder for folder in (out, *out.parents) if not folder.exists()]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"findings folder {out} cannot be written ({exc.strerror or exc}{where})"
+    finally:
+        for folder in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return None
 
 
 def encode(value: Any) -> Any:

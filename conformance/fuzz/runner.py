@@ -14,10 +14,13 @@ second possible.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -36,9 +39,16 @@ from conformance.fuzz.differential import (
     observe,
     weakest,
 )
-from conformance.fuzz.findings import DEFAULT_OUT, Finding, build_finding, write_finding
+from conformance.fuzz.findings import (
+    CRASH,
+    DEFAULT_OUT,
+    Finding,
+    build_finding,
+    unwritable_reason,
+    write_finding,
+)
 from conformance.fuzz.minimise import minimise
-from conformance.fuzz.profiles import get_profile
+from conformance.fuzz.profiles import DatabaseError, get_profile, shown
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
 
@@ -57,7 +67,41 @@ def prefer_single_thread() -> None:
 
 
 class FuzzSetupError(RuntimeError):
-    """An engine cannot run even a trivial program; the message says which and why."""
+    """The fuzzer cannot start: an engine cannot run even a trivial program, the example
+    database cannot be used or the findings folder cannot be written. The message is one line
+    that says which, why and what to do."""
+
+
+class CtrlC(KeyboardInterrupt):
+    """The user pressed Ctrl-C while `fuzz` ran; any other KeyboardInterrupt came from an
+    engine, and is a finding like any other exception it raises."""
+
+
+def _raise_ctrl_c(signum: int, frame: object) -> None:
+    raise CtrlC
+
+
+@contextmanager
+def _ctrl_c_told_apart() -> Iterator[None]:
+    """Make SIGINT raise CtrlC while fuzzing, where Python's own handler is in place (in the
+    main thread); elsewhere every KeyboardInterrupt is taken for the user's."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, _raise_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _is_the_users(exc: BaseException) -> bool:
+    """Whether a BaseException out of an engine stops the run rather than being a finding:
+    the user's Ctrl-C, or any KeyboardInterrupt when the two cannot be told apart."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return False
+    return isinstance(exc, CtrlC) or signal.getsignal(signal.SIGINT) is not _raise_ctrl_c
 
 
 class _MismatchFound(Exception):
@@ -78,17 +122,24 @@ class FuzzResult:
     seed: int | None
     profile: str
     finding: Finding | None = None
+    database: str | None = None
+    """The example database (a folder or URL, password hidden; None: none)."""
+    first_mismatch_at: int | None = None
+    """How many programs had run when the first mismatch appeared (before shrinking)."""
 
     @property
     def rate(self) -> float:
         return self.programs / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> str:
-        found = "1 mismatch" if self.finding else "0 mismatches"
+        found = "0 mismatches"
+        if self.finding:
+            found = f"1 mismatch (first at program {self.first_mismatch_at})"
         seed = "random" if self.seed is None else str(self.seed)
+        database = f", database {self.database}" if self.database else ""
         return (f"fuzz: {self.programs} programs on {self.reference} (reference) vs "
                 f"{self.other}, {found}, {self.seconds:.1f} s, {self.rate:.0f} programs/s "
-                f"(profile {self.profile}, seed {seed})")
+                f"(profile {self.profile}, seed {seed}{database})")
 
 
 class Progress:
@@ -153,7 +204,7 @@ def check_program(program: Program, reference: Engine, other: Engine) -> _Mismat
         if crash_a == crash_b:
             return None
         # The whole program goes into the case: where the adapter crashed is not known.
-        crash = Difference("runner crash", crash_a or "no crash", crash_b or "no crash")
+        crash = Difference(CRASH, crash_a or "no crash", crash_b or "no crash")
         mismatch = Mismatch(len(program.steps) - 1, (crash,))
         return _MismatchFound(program, mismatch, records or [])
     strictness = weakest(reference.message_strictness, other.message_strictness)
@@ -188,7 +239,10 @@ def _observe_safely(compiled: CompiledProgram, engine: Engine
                     ) -> tuple[list[StepRecord] | None, str | None]:
     try:
         return observe(compiled, engine), None
-    except Exception as exc:  # noqa: BLE001 - an adapter crash is a finding, not a fuzzer bug
+    except BaseException as exc:  # noqa: BLE001 - an adapter crash is a finding, not a fuzzer bug
+        # SystemExit or GeneratorExit from an engine would otherwise end the run with no word.
+        if _is_the_users(exc):
+            raise
         return None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-4)}"
 
 
@@ -202,7 +256,9 @@ def preflight(*engines: Engine) -> None:
                                  f"{engine.unavailable_reason}")
         try:
             records = observe(probe, engine)
-        except Exception as exc:  # noqa: BLE001 - reported to the user as a setup problem
+        except BaseException as exc:  # noqa: BLE001 - reported to the user as a setup problem
+            if _is_the_users(exc):
+                raise
             raise FuzzSetupError(f"engine {engine.name} cannot run a one-line program: "
                                  f"{type(exc).__name__}: {exc}") from exc
         if records[0].error is not None or records[0].observations["x.requires_grad"] is not True:
@@ -213,41 +269,69 @@ def preflight(*engines: Engine) -> None:
 def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
          seed: int | None = None, profile: str = "ci", out: Path | None = DEFAULT_OUT,
          families: Iterable[str] | None = None, progress: bool = False,
-         stream: TextIO | None = None) -> FuzzResult:
+         stream: TextIO | None = None, database: str | None = None) -> FuzzResult:
     """Fuzz `other` against `reference`; a finding is shrunk, built and (with `out`) written.
 
-    `examples` and `seed` default to the profile's. Raises FuzzSetupError when an engine
-    cannot run at all.
+    `examples` and `seed` default to the profile's; `database` (a folder or a
+    `redis://host:port/db` URL) to the profile's (see `profiles`). Raises FuzzSetupError
+    before running any program when `out` cannot be written, the database cannot be used or an
+    engine cannot run at all.
     """
     chosen = get_profile(profile)
+    reason = unwritable_reason(out) if out is not None else None
+    if reason is not None:
+        raise FuzzSetupError(f"{reason}: choose another with --out (a campaign: "
+                             "$AUTOGRAD_FUZZ_OUT)")
+    try:
+        hypothesis_settings = chosen.settings(examples, database)
+    except DatabaseError as exc:
+        raise FuzzSetupError(str(exc)) from None
     preflight(reference, other)
     seed = chosen.seed if seed is None else seed
-    total = examples if examples is not None else chosen.examples
     families = default_families(reference, other) if families is None else tuple(families)
-    bar = Progress(total, stream, enabled=progress)
+    bar = Progress(hypothesis_settings.max_examples, stream, enabled=progress)
+    first_at: list[int] = []
 
-    @chosen.settings(total)
     @given(programs(families=families))
     def run_one(program: Program) -> None:
         bar.tick()
         found = check_program(program, reference, other)
         if found is not None:
+            first_at.append(bar.count)
             raise found
 
     if seed is not None:
+        # `hypothesis.seed` also turns the example database off (it is meant for replaying one
+        # run); here the seed only picks the new programs, so a shard with a seed still replays
+        # the failures others saved: the settings, with the database, are applied after it.
         run_one = hypothesis_seed(seed)(run_one)
+    run_one = hypothesis_settings(run_one)
+    location = chosen.database_location(database)
     start = time.perf_counter()
     found: _MismatchFound | None = None
-    try:
-        run_one()
-    except _MismatchFound as exc:
-        found = exc
-    finally:
-        bar.close()
-    result = FuzzResult(reference.name, other.name, bar.count, time.perf_counter() - start,
-                        seed, chosen.name)
+    with _ctrl_c_told_apart():
+        try:
+            run_one()
+        except _MismatchFound as exc:
+            found = exc
+        finally:
+            bar.close()
+        result = FuzzResult(reference.name, other.name, bar.count, time.perf_counter() - start,
+                            seed, chosen.name, database=shown(location) if location else None,
+                            first_mismatch_at=first_at[0] if first_at else None)
+        if found is not None:
+            found = reduce_finding(found, reference, other)
     if found is not None:
-        found = reduce_finding(found, reference, other)
         finding = build_finding(found.program, found.mismatch, reference, other, found.records)
-        result.finding = write_finding(finding, out) if out is not None else finding
+        result.finding = _write(finding, out) if out is not None else finding
     return result
+
+
+def _write(finding: Finding, out: Path) -> Finding:
+    """`write_finding`, except that a folder that broke during the run (a full disk, a
+    mount gone) leaves the finding unwritten with the reason, for its message to carry."""
+    try:
+        return write_finding(finding, out)
+    except OSError as exc:
+        finding.write_error = f"{out}: {exc.strerror or exc}"
+        return finding

@@ -5,7 +5,11 @@ Both wrap the PyTorch adapter, so everything but the fault is PyTorch's own beha
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,6 +66,27 @@ class RenamedSumTorch(TorchLikeEngine):
         return "SumBackward0" if name == "SumBackward1" else name
 
 
+class ExitingTorch(TorchLikeEngine):
+    """Calls `leave()` (sys.exit, say) where it would name SumBackward1 (a sum over dims), like
+    an adapter that exits on something it does not support."""
+
+    leave: Callable[[], None] = staticmethod(lambda: sys.exit(3))
+
+    def node_name(self, node: Any) -> str:
+        name = super().node_name(node)
+        if name == "SumBackward1":
+            self.leave()
+        return name
+
+
+def _raise_keyboard_interrupt() -> None:
+    raise KeyboardInterrupt("raised by the engine, not by Ctrl-C")
+
+
+def _press_ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def _wrap(cls: type[TorchLikeEngine], name: str) -> TorchLikeEngine:
     base = load_engine("torch")
     assert isinstance(base, TorchLikeEngine)
@@ -84,4 +109,21 @@ def make_broken() -> TorchLikeEngine:
         raise AttributeError("module 'torch' has no attribute 'nn'")
 
     engine.namespace = namespace  # type: ignore[method-assign]
+    return engine
+
+
+def make_system_exit() -> TorchLikeEngine:
+    return _wrap(ExitingTorch, "torch-system-exit")
+
+
+def make_keyboard_interrupt() -> TorchLikeEngine:
+    engine = _wrap(ExitingTorch, "torch-keyboard-interrupt")
+    engine.leave = _raise_keyboard_interrupt  # type: ignore[attr-defined]
+    return engine
+
+
+def make_ctrl_c() -> TorchLikeEngine:
+    """An engine during whose run the user presses Ctrl-C (SIGINT to this process)."""
+    engine = _wrap(ExitingTorch, "torch-ctrl-c")
+    engine.leave = _press_ctrl_c  # type: ignore[attr-defined]
     return engine
