@@ -42,6 +42,10 @@ RESERVED = {"index", "errata", "features", "fuzzing", "adapters", "case-language
             "engines", "search", "genindex"}
 SHOWN_VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 CLAIM_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+EXAMPLE_CASE = "retain_grad.nonleaf-keeps-grad"
+"""The case the home page uses to show how a rule reads, when the spec has it."""
+LACKS = "engine lacks feature "
+"""How the executor words an `unsupported` verdict for a missing feature."""
 
 
 class GenerateError(ValueError):
@@ -284,6 +288,7 @@ def _doc_link(doc: SourceDocument) -> str:
 
 def home(site: Site) -> str:
     total_claims = sum(len(d.claims) for d in site.trace.documents)
+    example = site.case_by_id.get(EXAMPLE_CASE) or next(iter(site.topics.values()))[0]
     out = [
         rst.heading("The autograd specification reference", "="),
         f"An executable specification of PyTorch's autograd semantics: what ``is_leaf``, "
@@ -299,8 +304,8 @@ def home(site: Site) -> str:
         "",
         rst.heading("How to read a rule", "-"),
         "Each topic page lists its cases. A case is a section headed by its **id**, which is "
-        "also its link: ``retain_grad.html#retain_grad.nonleaf-keeps-grad`` opens "
-        ":spec:case:`retain_grad.nonleaf-keeps-grad`. Under the id:",
+        f"also its link: {rst.code(f'{example.topic}.html#{example.id}')} opens "
+        f":spec:case:`{example.id}`. Under the id:",
         "",
         "- **the rule** in one sentence: what PyTorch does;",
         "- the **features** the case needs beyond the core (an engine without one reports the "
@@ -627,6 +632,10 @@ def features_page(site: Site) -> str:
     for name, description in site.features.items():
         body = [rst.text(description) + "\n"]
         members = needing.get(name, [])
+        lacking = [r.name for r in site.results if name in _lacked_features(r)]
+        if lacking:
+            body.append("Engines without it: " + ", ".join(
+                f":doc:`{rst.text(n)} </engines/{n}>`" for n in lacking) + ".\n")
         if members:
             body.append(f"Needed by {len(members)} case{'s' if len(members) != 1 else ''}: "
                         + ", ".join(f":spec:case:`{c}`" for c in members) + "\n")
@@ -634,6 +643,15 @@ def features_page(site: Site) -> str:
             body.append("No case needs it yet.\n")
         out.append(f".. spec:feature:: {name}\n\n" + rst.indent("\n".join(body)) + "\n")
     return "\n".join(out)
+
+
+def _lacked_features(results: EngineResults) -> set[str]:
+    """The features the runner found missing on the engine (from its `unsupported` verdicts)."""
+    lacked: set[str] = set()
+    for verdict in results.verdicts.values():
+        if verdict.verdict == "unsupported" and verdict.message.startswith(LACKS):
+            lacked.update(n.strip() for n in verdict.message[len(LACKS):].split(","))
+    return lacked
 
 
 def fuzzing_page(site: Site) -> str:

@@ -298,15 +298,16 @@ def _mapping_repr(expected: Mapping[str, Any]) -> str | None:
 
 
 def _mapping_words(expected: Mapping[str, Any]) -> str:
-    said = []
     if "np" in expected:
-        said.append(f"equal to {expected['np']}, computed with NumPy from the tensors' values")
+        said = [f"a tensor equal to {expected['np']}, computed with NumPy from the tensors' "
+                "values"]
     elif "value" in expected:
-        said.append(f"the values {expected['value']!r}")
-    for name in ("dtype", "shape", "device"):
-        if name in expected:
-            said.append(f"{name} {expected[name]}")
-    return "a tensor with " + ", ".join(said)
+        said = [f"a tensor with the values {expected['value']!r}"]
+    else:
+        said = ["a tensor"]
+    said += [f"{name} {expected[name]}" for name in ("dtype", "shape", "device")
+             if name in expected]
+    return ", ".join(said)
 
 
 def _tensor(value: Any) -> str:

@@ -10,31 +10,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from site_html import Page
+from docs_support import Page, require
 
 NEEDS = "sphinx, myst-parser and furo (the docs extra)"
-
-
-def require(modules: tuple[str, ...], why: str) -> None:
-    """Skip when a module is missing, except under CI (`$CI` set), where it must be there."""
-    missing = []
-    for name in modules:
-        try:
-            __import__(name)
-        except ImportError:
-            missing.append(name)
-    if not missing:
-        return
-    message = f"{', '.join(missing)} not installed: {why}"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message} (CI must install it)")
-    pytest.skip(message)
 
 
 @dataclass

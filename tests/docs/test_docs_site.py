@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from site_html import Page
+from docs_support import Page
 
 from conformance.engines.mygrad_adapter import EXPECTATIONS as MYGRAD_EXPECTATIONS
 from conformance.expectations import Expectations

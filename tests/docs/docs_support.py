@@ -1,9 +1,12 @@
-"""Reading a built page: its ids, its links and its visible text (the standard library only)."""
+"""Helpers of the docs tests: reading a built page, and what a test needs installed."""
 
 from __future__ import annotations
 
+import os
 from html.parser import HTMLParser
 from pathlib import Path
+
+import pytest
 
 
 class Page(HTMLParser):
@@ -43,3 +46,19 @@ class Page(HTMLParser):
     def text(self) -> str:
         """The visible text, runs of whitespace collapsed."""
         return " ".join("".join(self._text).split())
+
+
+def require(modules: tuple[str, ...], why: str) -> None:
+    """Skip when a module is missing, except under CI (`$CI` set), where it must be there."""
+    missing = []
+    for name in modules:
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not installed: {why}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI must install it)")
+    pytest.skip(message)
