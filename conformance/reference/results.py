@@ -134,7 +134,7 @@ def first_line(message: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def engine_payload(results: EngineResults) -> dict[str, Any]:
+def engine_facts(results: EngineResults) -> dict[str, Any]:
     """What the engine pages state about an engine, in order."""
     facts = {
         "version": results.version,
