@@ -100,3 +100,21 @@ def test_usage_errors(tmp_path, argv, message):
     require(("sphinx", "myst_parser", "furo"), "the docs command checks its options first")
     status, log = _main("docs", "--out", tmp_path / "html", *argv)
     assert status == 2 and message in log, log
+
+
+def test_kept_sources_lose_old_pages_and_foreign_folders_are_refused(small_spec, tmp_path):
+    from conformance.reference.generate import GenerateError, collect, write_sources
+
+    site = collect(small_spec, results=[])
+    folder = tmp_path / "source"
+    write_sources(site, folder)
+    (folder / "gone_topic.rst").write_text("a topic that no longer exists\n")
+    pages = write_sources(site, folder)
+    assert not (folder / "gone_topic.rst").exists()
+    assert "retain_grad.rst" in pages and (folder / "retain_grad.rst").is_file()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.md").write_text("mine\n")
+    with pytest.raises(GenerateError, match="not empty"):
+        write_sources(site, foreign)
+    assert (foreign / "notes.md").read_text() == "mine\n"
