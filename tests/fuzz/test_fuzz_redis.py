@@ -55,10 +55,11 @@ def redis_server(folder: Path) -> Iterator[str]:
     if executable is None:
         _missing("redis-server is not installed: apt-get install redis-server")
     port = _free_port()
+    log = folder / f"redis-{port}.log"
     server = subprocess.Popen(
         [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+         "--appendonly", "no", "--dir", str(folder), "--logfile", str(log)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         client = redis.Redis(port=port, socket_connect_timeout=1)
         deadline = time.monotonic() + 20
@@ -68,8 +69,7 @@ def redis_server(folder: Path) -> Iterator[str]:
                 break
             except redis.ConnectionError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    output = server.stdout.read().decode(errors="replace") \
-                        if server.poll() is not None else "(still starting)"
+                    output = log.read_text(errors="replace") if log.exists() else ""
                     pytest.fail(f"redis-server on port {port} did not start: {output}")
                 time.sleep(0.05)
         client.close()
@@ -81,7 +81,6 @@ def redis_server(folder: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-        server.stdout.close()
 
 
 @pytest.fixture(scope="module")
