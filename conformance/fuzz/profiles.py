@@ -16,10 +16,12 @@ next time. It is a folder, or a Redis server shared by the machines of a campaig
 
 A Redis database is opened with `open_database`, which checks the URL and reaches the server
 first, so a typo or a server that is down stops the run before any program, with one line
-naming the URL. Each machine also keeps a local copy of what it reads and writes (in the
-profile's folder): a failure stays replayable here when Redis is flushed, expires it (after 8
-days unused) or is down, and a Redis outage during a run only stops the sharing, never the run
-or the finding being shrunk.
+naming the URL. Each machine also keeps a local copy of what it writes (in the profile's
+folder; a failure replayed from Redis that still fails is written again, so it lands there
+too): a failure stays replayable here when Redis is flushed, expires it (after 8 days unused)
+or is down, and a Redis outage during a run only stops the sharing, never the run or the
+finding being shrunk. A seed (`--seed`, `$AUTOGRAD_FUZZ_SEED`) picks the new programs and does
+not turn the database off.
 
 The same settings are registered as Hypothesis profiles (`autograd-fuzz-ci`, ...) for tests
 that use `programs()` directly.
