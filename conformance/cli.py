@@ -15,20 +15,29 @@ failed or errored or a file is bad, 2 for a usage error (unknown engine, bad opt
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conformance.case import Case
-from conformance.engines import EngineError, load_engine
+from conformance.engines import EngineError
 from conformance.executor import DEFAULT_TIMEOUT
 from conformance.expectations import ExpectationsError
 from conformance.fuzz import cli as fuzz_cli
 from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.reference import cli as docs_cli
-from conformance.reports import failure_text, summary_table, write_atomic, write_reports
-from conformance.repro import repro_script
+from conformance.reports import (
+    failure_text,
+    running_placeholder,
+    summary_table,
+    write_atomic,
+    write_reports,
+)
 from conformance.suite import SuiteReport, run_suite
+from conformance.workers import DEFAULT_MEMORY_MB, EngineWorkers, WorkerStartError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,10 +58,18 @@ def _parser() -> argparse.ArgumentParser:
                      help="built-in name, entry point name or module:factory (repeatable; "
                           "default: refimpl)")
     cases_options(run)
-    run.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                     help=f"seconds per case (default {DEFAULT_TIMEOUT:g})")
+    run.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT,
+                     help=f"seconds per case (default {DEFAULT_TIMEOUT:g}); a case that runs "
+                          "longer is an error, and its worker is killed a little later")
+    run.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_MB, metavar="MIB",
+                     help=f"address space of each engine's worker process (default "
+                          f"{DEFAULT_MEMORY_MB}); 0 for no limit")
+    run.add_argument("--allow-unavailable", action="store_true",
+                     help="report an engine that cannot run here (no CUDA device) as "
+                          "unsupported instead of failing")
     run.add_argument("--expectations", action="append", default=[], metavar="ENGINE=PATH",
-                     help="use this skip/xfail file for ENGINE instead of the adapter's")
+                     help="use this skip/xfail file for ENGINE (its name, or the --engine "
+                          "value as typed) instead of the adapter's")
     run.add_argument("--json", type=Path, metavar="PATH")
     run.add_argument("--junit", type=Path, metavar="PATH")
     run.add_argument("--markdown", type=Path, metavar="PATH")
@@ -99,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "show":
         return _show(args.id, loaded.cases)
-    return _run(args, cases)
+    return _run(args, cases, [c.id for c in loaded.cases])
 
 
 def _load(paths: Sequence[Path], spec: Path) -> LoadResult | None:
@@ -140,39 +157,128 @@ def _show(case_id: str, cases: Sequence[Case]) -> int:
     return 1
 
 
-def _run(args: argparse.Namespace, cases: Sequence[Case]) -> int:
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
+
+
+def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]) -> int:
+    specs = args.engine or ["refimpl"]
+    outputs = [(kind, path) for kind, path in (("json", args.json), ("junit", args.junit),
+                                               ("markdown", args.markdown)) if path]
     try:
-        engines = [load_engine(name) for name in args.engine or ["refimpl"]]
-        overrides = {}
-        for item in args.expectations:
-            engine, sep, path = item.partition("=")
-            if not sep:
-                raise EngineError(f"--expectations {item!r}: use ENGINE=PATH")
-            overrides[engine] = Path(path)
-        report = run_suite(cases, engines, timeout=args.timeout, expectations=overrides)
+        # Before anything runs: a report that cannot be written is found now, and no earlier
+        # run's report is left looking like this run's.
+        for kind, path in outputs:
+            write_atomic(path, running_placeholder(kind))
+    except OSError as exc:
+        print(f"error: cannot write the report {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec)
+    except (EngineError, WorkerStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        unavailable = [w.engine for w in workers if not w.engine.available]
+        if unavailable and not args.allow_unavailable:
+            for engine in unavailable:
+                print(f"error: engine {engine.spec!r} cannot run here: "
+                      f"{engine.unavailable_reason} (--allow-unavailable reports its cases as "
+                      "unsupported instead)", file=sys.stderr)
+            return 2
+        overrides = _expectation_overrides(args.expectations, workers)
+        with _stop_on_sigterm():
+            report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
+                               all_case_ids=all_ids)
     except (EngineError, ExpectationsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.quiet:
-        for run in report.runs:
-            for result in run.results:
-                if result.verdict in ("failed", "error"):
-                    print(failure_text(result), end="\n\n")
-    print(summary_table(report))
+    finally:
+        for worker in workers:
+            worker.close()
+    # The reports first: a reader that went away (`run ... | head`) must not cost them.
     write_reports(report, args.json, args.junit, args.markdown)
     if args.repro_dir is not None:
         _write_repros(report, args.repro_dir)
+    with contextlib.suppress(BrokenPipeError):
+        if not args.quiet:
+            for run in report.runs:
+                for result in run.results:
+                    if result.verdict in ("failed", "error"):
+                        print(failure_text(result), end="\n\n")
+        print(summary_table(report))
+        if report.interrupted:
+            print("interrupted: the reports hold the cases that ran", file=sys.stderr)
+    if report.interrupted:
+        return 130
     return 0 if report.ok else 1
 
 
+def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMORY_MB,
+                  spec_dir: Path = DEFAULT_SPEC_DIR) -> list[EngineWorkers]:
+    """One `EngineWorkers` per engine spec, started side by side (each imports its engine)."""
+    resources = SpecResources.load(spec_dir)
+    features = sorted(resources.features or ())
+    settable = sorted(resources.api.settable) if resources.api else []
+    with ThreadPoolExecutor(max_workers=max(1, len(specs))) as threads:
+        futures = [threads.submit(EngineWorkers, spec, memory_mb=memory_mb or None,
+                                  features=features, settable=settable) for spec in specs]
+        started, failed = [], None
+        for future in futures:
+            try:
+                started.append(future.result())
+            except (EngineError, WorkerStartError) as exc:
+                failed = failed or exc
+    if failed is not None:
+        for worker in started:
+            worker.close()
+        raise failed
+    return started
+
+
+def _expectation_overrides(items: Sequence[str], workers: Sequence[EngineWorkers]
+                           ) -> dict[str, Path]:
+    """`--expectations KEY=PATH`: KEY is an engine's name or its --engine value as typed."""
+    names = {w.engine.name: w.engine.name for w in workers}
+    names.update({w.spec: w.engine.name for w in workers})
+    overrides = {}
+    for item in items:
+        key, sep, path = item.partition("=")
+        if not sep or not path:
+            raise EngineError(f"--expectations {item!r}: use ENGINE=PATH")
+        if key not in names:
+            raise EngineError(f"--expectations {item!r}: no engine {key!r} in this run "
+                              f"(engines: {', '.join(sorted(names))})")
+        if not Path(path).is_file():
+            raise EngineError(f"--expectations {item!r}: no such file {path}")
+        overrides[names[key]] = Path(path)
+    return overrides
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C does: between cases, with the reports written."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _write_repros(report: SuiteReport, directory: Path) -> None:
-    by_id = {case.id: case for case in report.cases}
     for run in report.runs:
-        for result in run.results:
-            if result.verdict in ("failed", "error"):
-                script = repro_script(by_id[result.case_id], run.engine, result.seed,
-                                      result.step)
-                write_atomic(directory / f"{run.engine.name}__{result.case_id}.py", script)
+        for case_id, script in run.repros.items():
+            write_atomic(directory / f"{run.engine.name}__{case_id}.py", script)
 
 
 if __name__ == "__main__":

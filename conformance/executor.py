@@ -36,7 +36,7 @@ import numpy as np
 from conformance.case import Case, Raises, Step, Warn
 from conformance.compare import NoValues, compare, describe, helpers
 from conformance.engines.base import Engine
-from conformance.expectations import Expectations
+from conformance.expectations import Entry, Expectations
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 DEFAULT_TIMEOUT = 10.0
@@ -91,9 +91,25 @@ def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = 
     """Run `case` (a Case or a plain dict) on `engine`; `seed` overrides the case's seed."""
     if not isinstance(case, Case):
         case = Case.from_dict(case)
+    entry = expectations.match(case.id) if expectations is not None else None
+    early = not_run(case, engine, seed, entry)
+    if early is not None:
+        return early
     seed = case.seed if seed is None else seed
     base = {"case_id": case.id, "engine": engine.name, "topic": case.topic, "seed": seed}
-    entry = expectations.match(case.id) if expectations is not None else None
+    start = time.perf_counter()
+    result = _execute(case, engine, seed, timeout, base)
+    result.duration_s = time.perf_counter() - start
+    return settle(result, entry, expectations.source if expectations is not None else None)
+
+
+def not_run(case: Case, engine: Any, seed: int | None, entry: Entry | None
+            ) -> CaseResult | None:
+    """The verdict of a case that is not run at all (engine unavailable, a feature missing,
+    listed as skip), or None. `engine` is an `Engine` or anything with its `name`,
+    `available`, `unavailable_reason` and `supports` (an engine running in workers)."""
+    base = {"case_id": case.id, "engine": engine.name, "topic": case.topic,
+            "seed": case.seed if seed is None else seed}
     if not engine.available:
         return CaseResult(verdict="unsupported", message=f"engine unavailable: "
                           f"{engine.unavailable_reason}", **base)
@@ -104,17 +120,20 @@ def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = 
     if entry is not None and entry.kind == "skip":
         return CaseResult(verdict="unsupported", message=f"skipped: {entry.reason}",
                           reason=entry.reason, **base)
-    start = time.perf_counter()
-    result = _execute(case, engine, seed, timeout, base)
-    result.duration_s = time.perf_counter() - start
+    return None
+
+
+def settle(result: CaseResult, entry: Entry | None, source: str | None) -> CaseResult:
+    """Apply the engine's expectations entry: a listed failure is `xfail`, a listed case that
+    passed is `stale`."""
     if entry is not None:
         result.reason = entry.reason
         if result.verdict in ("failed", "error"):
             result.verdict = "xfail"
         elif result.verdict == "passed":
             result.verdict = "stale"
-            result.message = f"listed as xfail in {expectations.source} " \
-                             f"({entry.prefix}: {entry.reason}) but passed"
+            result.message = f"listed as xfail in {source} ({entry.prefix}: {entry.reason}) " \
+                             "but passed"
     return result
 
 

@@ -48,9 +48,11 @@ class CaseFailure(Exception):
 
 class Suite(pytest.Directory):
     def collect(self) -> Iterator[pytest.Item]:
-        from conformance.engines import load_engine
+        from conformance.cli import start_engines
+        from conformance.engines import EngineError
         from conformance.expectations import Expectations
         from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
+        from conformance.workers import WorkerStartError
 
         config = self.config
         paths = [Path(p) for p in config.getoption("cases")] or [DEFAULT_SPEC_DIR / "cases"]
@@ -59,12 +61,17 @@ class Suite(pytest.Directory):
         if result.problems:
             raise pytest.UsageError("bad case files, nothing was run:\n"
                                     + "\n".join(str(p) for p in result.problems))
-        for name in config.getoption("engine"):
-            engine = load_engine(name)
-            expectations = Expectations.load(engine.expectations)
+        try:
+            started = start_engines(config.getoption("engine"),
+                                    spec_dir=Path(spec) if spec else DEFAULT_SPEC_DIR)
+        except (EngineError, WorkerStartError) as exc:
+            raise pytest.UsageError(str(exc)) from None
+        for workers in started:
+            config.add_cleanup(workers.close)
+            expectations = Expectations.load(workers.engine.expectations)
             for case in result.cases:
-                item = CaseItem.from_parent(self, name=f"{case.id}[{engine.name}]", case=case,
-                                            engine=engine, expectations=expectations)
+                item = CaseItem.from_parent(self, name=f"{case.id}[{workers.engine.name}]",
+                                            case=case, engine=workers, expectations=expectations)
                 for marker in [case.topic] + [f"feature_{f}" for f in case.features]:
                     marker = re.sub(r"\W", "_", marker)
                     config.addinivalue_line("markers", f"{marker}: conformance cases")
@@ -81,11 +88,15 @@ class CaseItem(pytest.Item):
         self.result: Any = None
 
     def runtest(self) -> None:
-        from conformance.executor import DEFAULT_TIMEOUT, run_case
+        from conformance.executor import DEFAULT_TIMEOUT, not_run, settle
 
         timeout = self.config.getoption("case_timeout") or DEFAULT_TIMEOUT
-        self.result = result = run_case(self.case, self.engine, timeout=timeout,
-                                        expectations=self.expectations)
+        entry = self.expectations.match(self.case.id)
+        result = not_run(self.case, self.engine.engine, None, entry)
+        if result is None:
+            result = settle(self.engine.run(self.case, timeout=timeout), entry,
+                            self.expectations.source)
+        self.result = result
         if result.verdict == "unsupported":
             pytest.skip(result.message)
         if result.verdict == "xfail":
@@ -99,9 +110,8 @@ class CaseItem(pytest.Item):
                      style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailure) and self.result is not None:
             from conformance.reports import failure_text
-            from conformance.repro import repro_script
 
-            script = repro_script(self.case, self.engine, self.result.seed, self.result.step)
+            script = self.engine.repros.get(self.case.id, "(none: see the message above)")
             where = f"{self.case.file}:{self.case.line}" if self.case.file else "(in memory)"
             return (f"{failure_text(self.result)}\n  case defined at {where}\n\n"
                     f"repro script:\n{script}")
@@ -109,4 +119,4 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path | str, int | None, str]:
         line = self.case.line - 1 if self.case.line else None
-        return self.case.file or "<case>", line, f"{self.case.id} on {self.engine.name}"
+        return self.case.file or "<case>", line, f"{self.case.id} on {self.engine.engine.name}"

@@ -1,14 +1,20 @@
 """Reports of a suite run: the terminal table, JSON, JUnit XML and Markdown.
 
 Files are written atomically (a temporary file in the same folder, then renamed), so a crash
-never leaves half a report behind.
+never leaves half a report behind, with the permissions of any file the user creates. Before a
+run starts, each report file is replaced by a placeholder that says the run is in progress
+(`running_placeholder`), so an earlier run's report never looks like this one's. A run that was
+interrupted writes what it has, marked `interrupted`. Text from engines and case files is made
+safe for each format: no control characters in XML, no lone surrogates anywhere.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,6 +22,33 @@ from typing import Any
 from conformance.suite import SuiteReport, suite_info
 
 COLUMNS = ("passed", "failed", "error", "unsupported", "xfail")
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def safe_text(text: str) -> str:
+    """`text` with lone surrogates written as `\\udXXX` escapes (they cannot be encoded)."""
+    if not isinstance(text, str):
+        raise TypeError(f"report text must be str, not {type(text).__name__}")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _xml_text(text: str) -> str:
+    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", safe_text(text))
+
+
+def running_placeholder(kind: str) -> str:
+    """What a report file holds while its run is in progress."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    if kind == "json":
+        return json.dumps({"status": "running", "started": started,
+                           "suite": suite_info()}, indent=2) + "\n"
+    if kind == "junit":
+        return ("<?xml version='1.0' encoding='utf-8'?>\n<testsuites name=\"autograd-conformance\" "
+                f"tests=\"0\"><!-- run in progress since {started} --></testsuites>\n")
+    return f"# Conformance report\n\nA run is in progress (started {started}); this file is " \
+           "replaced when it ends.\n"
 
 
 def _columns(report: SuiteReport) -> tuple[str, ...]:
@@ -71,6 +104,7 @@ def failure_text(result: Any) -> str:
 
 def to_json(report: SuiteReport) -> dict[str, Any]:
     return {
+        "status": "interrupted" if report.interrupted else "complete",
         "suite": {**suite_info(), "cases": len(report.cases)},
         "wall_time_s": round(report.wall_s, 4),
         "engines": [
@@ -92,6 +126,8 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
 def to_junit(report: SuiteReport) -> str:
     root = ET.Element("testsuites", name="autograd-conformance",
                       time=f"{report.wall_s:.3f}")
+    if report.interrupted:
+        root.set("status", "interrupted")
     for run in report.runs:
         counts = run.summary()
         suite = ET.SubElement(
@@ -102,17 +138,16 @@ def to_junit(report: SuiteReport) -> str:
         for result in run.results:
             case = ET.SubElement(suite, "testcase", classname=f"{run.engine.name}.{result.topic}",
                                  name=result.case_id, time=f"{result.duration_s:.4f}")
-            if result.verdict == "failed":
-                node = ET.SubElement(case, "failure", message=result.message.splitlines()[0])
-                node.text = failure_text(result)
-            elif result.verdict == "error":
-                node = ET.SubElement(case, "error", message=result.message.splitlines()[0])
-                node.text = failure_text(result)
+            if result.verdict in ("failed", "error"):
+                first = (result.message.splitlines() or [""])[0]
+                node = ET.SubElement(case, "failure" if result.verdict == "failed" else "error",
+                                     message=_xml_text(first))
+                node.text = _xml_text(failure_text(result))
             elif result.verdict in ("unsupported", "xfail"):
                 ET.SubElement(case, "skipped", type=result.verdict,
-                              message=result.reason or result.message)
+                              message=_xml_text(result.reason or result.message))
             elif result.verdict == "stale":
-                ET.SubElement(case, "system-out").text = result.message
+                ET.SubElement(case, "system-out").text = _xml_text(result.message)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
 
@@ -125,6 +160,8 @@ def to_markdown(report: SuiteReport) -> str:
         f"Suite {info['version']} (commit {info['commit'] or 'unknown'}), "
         f"{len(report.cases)} cases, {report.wall_s:.2f} s.",
         "",
+        *(["**Interrupted:** the run was stopped; only the cases that ran are counted.", ""]
+          if report.interrupted else []),
         "| engine | version | device | " + " | ".join(columns) + " |",
         "| --- | --- | --- | " + " | ".join("---:" for _ in columns) + " |",
     ]
@@ -155,7 +192,8 @@ def write_atomic(path: Path, text: str) -> None:
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+            stream.write(safe_text(text))
+        os.chmod(temporary, 0o666 & ~_UMASK)  # mkstemp makes it private; a report is not
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
@@ -167,7 +205,8 @@ def write_reports(report: SuiteReport, json_path: Path | None = None,
     # Render everything first, so a failure while rendering writes no file at all.
     rendered = []
     if json_path is not None:
-        rendered.append((json_path, json.dumps(to_json(report), indent=2, default=str) + "\n"))
+        rendered.append((json_path, json.dumps(to_json(report), indent=2, default=str,
+                                               ensure_ascii=False) + "\n"))
     if junit_path is not None:
         rendered.append((junit_path, to_junit(report)))
     if markdown_path is not None:

@@ -1,35 +1,47 @@
-"""Run many cases on several engines, one engine after the other, and summarise.
+"""Run many cases on several engines and summarise.
 
-    >>> report = run_suite(cases, [load_engine("refimpl"), load_engine("torch")])  # doctest: +SKIP
-    >>> report.summary("torch")["passed"]                                          # doctest: +SKIP
+    >>> with EngineWorkers("refimpl") as refimpl, EngineWorkers("torch") as torch:  # doctest: +SKIP
+    ...     report = run_suite(cases, [refimpl, torch])
+    >>> report.run_for("torch").summary()["passed"]                                # doctest: +SKIP
+
+An engine given as `EngineWorkers` runs in its own worker processes (`conformance.workers`), and
+such engines run side by side, one thread each waiting on its workers. An `Engine` object runs
+in this process, one case after the other: the in-memory engines of the project's own tests use
+that. `on_result` sees every result as it arrives, so a report can be written as the run goes;
+Ctrl-C stops the run between cases and returns what has been done, marked `interrupted`.
 """
 
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from conformance.case import Case
 from conformance.engines.base import Engine
-from conformance.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult, run_case
+from conformance.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult, not_run, run_case, settle
 from conformance.expectations import Entry, Expectations
 from conformance.loader import REPO_ROOT
+from conformance.workers import Aborted, EngineWorkers, RemoteEngine
 
 SUMMARY_KEYS = VERDICTS
 
 
 @dataclass
 class EngineRun:
-    engine: Engine
+    engine: Engine | RemoteEngine
     results: list[CaseResult] = field(default_factory=list)
     unused_expectations: list[Entry] = field(default_factory=list)
     expectations_source: str | None = None
     wall_s: float = 0.0
+    repros: dict[str, str] = field(default_factory=dict)
+    """Repro scripts of the failed and errored cases, by case id (from engines in workers)."""
 
     def summary(self, topic: str | None = None) -> dict[str, int]:
         counts = Counter(r.verdict for r in self.results if topic is None or r.topic == topic)
@@ -41,6 +53,8 @@ class SuiteReport:
     cases: list[Case]
     runs: list[EngineRun]
     wall_s: float = 0.0
+    interrupted: bool = False
+    """The run was stopped before every case ran on every engine (Ctrl-C, SIGTERM)."""
 
     @property
     def ok(self) -> bool:
@@ -53,23 +67,70 @@ class SuiteReport:
         return next(run for run in self.runs if run.engine.name == name)
 
 
-def run_suite(cases: Sequence[Case], engines: Sequence[Engine], *,
+def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineWorkers], *,
               timeout: float | None = DEFAULT_TIMEOUT,
-              expectations: dict[str, Path] | None = None) -> SuiteReport:
-    """Run every case on every engine. `expectations` overrides an engine's expectations file."""
+              expectations: dict[str, Path] | None = None,
+              all_case_ids: Sequence[str] | None = None,
+              on_result: Callable[[EngineRun, CaseResult], None] | None = None,
+              stop: threading.Event | None = None) -> SuiteReport:
+    """Run every case on every engine. `expectations` overrides an engine's expectations file
+    (keyed by engine name). An expectations entry is stale only when it matches none of
+    `all_case_ids` (default: the cases run), so running a selection reports none."""
     start = time.perf_counter()
+    stop = stop or threading.Event()
+    lock = threading.Lock()
+    known_ids = list(all_case_ids) if all_case_ids is not None else [c.id for c in cases]
     runs = []
     for engine in engines:
-        path = (expectations or {}).get(engine.name, engine.expectations)
-        listed = Expectations.load(path)
-        run = EngineRun(engine, expectations_source=str(path) if path else None)
+        info = engine.engine if isinstance(engine, EngineWorkers) else engine
+        path = (expectations or {}).get(info.name, info.expectations)
+        run = EngineRun(info, expectations_source=str(path) if path else None)
+        run.unused_expectations = Expectations.load(path).unused(known_ids)
+        runs.append((run, engine, Expectations.load(path)))
+
+    def record(run: EngineRun, result: CaseResult) -> None:
+        with lock:
+            run.results.append(result)
+            if on_result is not None:
+                on_result(run, result)
+
+    def drive(run: EngineRun, engine: Engine | EngineWorkers, listed: Expectations) -> None:
         engine_start = time.perf_counter()
         for case in cases:
-            run.results.append(run_case(case, engine, timeout=timeout, expectations=listed))
+            if stop.is_set():
+                break
+            entry = listed.match(case.id)
+            result = not_run(case, run.engine, None, entry)
+            if result is None and isinstance(engine, EngineWorkers):
+                try:
+                    outcome = engine.run(case, timeout=timeout or DEFAULT_TIMEOUT)
+                except Aborted:
+                    break
+                result = settle(outcome, entry, listed.source)
+                if case.id in engine.repros:
+                    run.repros[case.id] = engine.repros.pop(case.id)
+            elif result is None:
+                result = run_case(case, engine, timeout=timeout, expectations=listed)
+            record(run, result)
         run.wall_s = time.perf_counter() - engine_start
-        run.unused_expectations = listed.unused([case.id for case in cases])
-        runs.append(run)
-    return SuiteReport(list(cases), runs, time.perf_counter() - start)
+
+    in_workers = [item for item in runs if isinstance(item[1], EngineWorkers)]
+    with ThreadPoolExecutor(max_workers=max(1, len(in_workers))) as threads:
+        futures = [threads.submit(drive, *item) for item in in_workers]
+        try:
+            for item in runs:
+                if not isinstance(item[1], EngineWorkers):
+                    drive(*item)
+            while wait(futures, timeout=0.2).not_done:  # short waits: Ctrl-C gets through
+                pass
+        except KeyboardInterrupt:
+            stop.set()  # each engine's thread stops; a case in flight gets no verdict
+            for _, engine, _ in in_workers:
+                engine.abort()
+        for future in futures:
+            future.result()
+    return SuiteReport(list(cases), [run for run, _, _ in runs], time.perf_counter() - start,
+                       interrupted=stop.is_set())
 
 
 def suite_info() -> dict[str, Any]:

@@ -1,0 +1,187 @@
+"""Engines run in worker processes: a faulty engine costs the case in flight one `error` that
+says what happened, the next case runs on a fresh worker, and nothing an engine does reaches
+the runner or another engine's verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.loader import SpecResources, load
+from conformance.suite import run_suite
+from conformance.workers import EngineWorkers, WorkerStartError
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+REPO = HERE.parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(HERE)}
+
+CASE = """
+- id: topic.{name}
+  rule: A rule.
+  sources:
+    - doc: doc
+      quote: A tensor created by the user is a leaf.
+  steps:
+    - run: {run}
+      expect:
+        {expect}
+"""
+BEFORE = ("before", "x = torch.ones(2, requires_grad=True)", "x.is_leaf: true")
+TRIGGER = ("trigger", "x = torch.ones(13)", "x.is_leaf: true")
+AFTER = ("after", "y = (torch.ones(2, requires_grad=True) * 3).sum()", "y.requires_grad: true")
+WRONG = ("wrong", "x = torch.ones(2)", "value(x): {np: 'x * 0 + 5'}")
+
+
+def cases(tmp_path: Path, *specs: tuple[str, str, str]) -> list:
+    (tmp_path / "topic.yaml").write_text("".join(
+        CASE.format(name=name, run=run, expect=expect) for name, run, expect in specs))
+    resources = SpecResources.load(DATA / "spec")
+    loaded = load([tmp_path / "topic.yaml"], resources)
+    assert loaded.problems == []
+    return loaded.cases
+
+
+def verdicts(report, engine: str) -> dict[str, str]:
+    return {r.case_id.split(".", 1)[1]: r.verdict for r in report.run_for(engine).results}
+
+
+def messages(report, engine: str) -> dict[str, str]:
+    return {r.case_id.split(".", 1)[1]: r.message for r in report.run_for(engine).results}
+
+
+@pytest.mark.parametrize(("factory", "what"), [
+    ("hangs", "did not answer within 6 s and was killed"),
+    ("swallows_timeout", "did not answer within 6 s and was killed"),
+    ("exits", "the engine raised SystemExit: 3"),
+    ("hard_exits", "exited with status 4"),
+    ("segfaults", "was killed by SIGSEGV"),
+], ids=["hang with SIGALRM blocked", "timeout swallowed", "sys.exit", "os._exit", "segfault"])
+def test_a_dead_or_hung_worker_costs_one_case(tmp_path: Path, factory: str, what: str) -> None:
+    with EngineWorkers(f"faulty_workers:{factory}") as engine:
+        report = run_suite(cases(tmp_path, BEFORE, TRIGGER, AFTER), [engine], timeout=1)
+    name = report.runs[0].engine.name
+    assert verdicts(report, name) == {"before": "passed", "trigger": "error", "after": "passed"}
+    assert what in messages(report, name)["trigger"]
+    assert "a fresh worker runs the next case" in messages(report, name)["trigger"]
+
+
+def test_a_leaking_engine_is_recycled_before_it_runs_out_of_memory(tmp_path: Path) -> None:
+    many = [(f"leak{i}", "x = torch.ones(13)", "x.is_leaf: true") for i in range(8)]
+    with EngineWorkers("faulty_workers:leaks", memory_mb=1024) as engine:
+        report = run_suite(cases(tmp_path, *many, AFTER), [engine])
+    assert set(verdicts(report, "leaks").values()) == {"passed"}, messages(report, "leaks")
+
+
+@pytest.mark.parametrize("factory", ["patches_numpy", "changes_torch_defaults"])
+def test_an_engine_cannot_change_another_engines_verdicts(tmp_path: Path, factory: str) -> None:
+    pytest.importorskip("torch", reason="the honest engine here is PyTorch")
+    with EngineWorkers(f"faulty_workers:{factory}") as faulty, EngineWorkers("torch") as honest:
+        report = run_suite(cases(tmp_path, WRONG, AFTER), [faulty, honest])
+    assert verdicts(report, "torch") == {"wrong": "failed", "after": "passed"}
+    import numpy as np  # noqa: PLC0415 - the runner's own NumPy, untouched
+
+    assert np.isclose(1.0, 2.0) == np.False_
+
+
+def test_a_case_that_changes_the_engine_is_an_error_and_the_worker_is_replaced(
+        tmp_path: Path) -> None:
+    tamper = ("tamper", "t = torch.ones(1)\nk = type(t)\nk.grad = None", "t.is_leaf: true")
+    reads_grad = ("reads", "x = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()",
+                  "x.grad: [2.0, 2.0]")
+    resources = SpecResources.load(DATA / "spec")
+    text = "".join(CASE.format(name=n, run=r.replace("\n", "\n        "), expect=e)
+                   for n, r, e in (tamper, reads_grad))
+    (tmp_path / "topic.yaml").write_text(text.replace("run: t =", "run: |\n        t =")
+                                         .replace("run: x =", "run: |\n        x ="))
+    loaded = load([tmp_path / "topic.yaml"], resources)
+    api_problem = [str(p) for p in loaded.problems]
+    assert api_problem == [], "type() and settable names let a case reach a class"
+    with EngineWorkers("refimpl", settable=["grad", "requires_grad"]) as engine:
+        report = run_suite(loaded.cases, [engine])
+    assert verdicts(report, "refimpl") == {"tamper": "error", "reads": "passed"}
+    assert "Tensor.grad was rebound" in messages(report, "refimpl")["tamper"]
+
+
+def test_an_engine_that_cannot_be_imported_fails_to_start() -> None:
+    with pytest.raises(WorkerStartError, match="No module named 'no_such_engine_module'"):
+        EngineWorkers("faulty_workers:cannot_import")
+
+
+def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "conformance", *args], cwd=REPO, env=ENV,
+                          capture_output=True, text=True, timeout=180, **kwargs)
+
+
+def test_cli_exits_non_zero_with_the_import_error_in_one_line() -> None:
+    done = cli("run", "--engine", "faulty_workers:cannot_import")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "No module named 'no_such_engine_module'" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_cli_refuses_a_timeout_that_would_disable_the_watchdog(value: str) -> None:
+    done = cli("run", "--engine", "refimpl", "--timeout", value)
+    assert done.returncode == 2 and "must be a number of seconds above 0" in done.stderr
+
+
+def test_cli_checks_report_paths_before_running(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    done = cli("run", "--engine", "refimpl", "--json", str(blocker / "r.json"))
+    assert done.returncode == 2 and "cannot write the report" in done.stderr
+    assert "TOTAL" not in done.stdout
+
+
+def test_a_closed_pipe_does_not_lose_the_reports(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "conformance", "run", "--engine", "refimpl",
+                             "--json", str(report)], cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdout.close()  # the reader of `run ... | head` went away
+    proc.wait(timeout=180)
+    data = json.loads(report.read_text())
+    assert data["status"] == "complete" and len(data["results"]) > 300
+    assert oct(report.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int) -> None:
+    (tmp_path / "topic.yaml").write_text("".join(
+        CASE.format(name=f"slow{i}", run="x = torch.ones(13)", expect="x.is_leaf: true")
+        for i in range(3)))
+    paths = {kind: tmp_path / f"r.{kind}" for kind in ("json", "xml", "md")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conformance", "run", "--engine", "faulty_workers:hangs",
+         "--cases", str(tmp_path / "topic.yaml"), "--spec", str(DATA / "spec"),
+         "--timeout", "30", "--json", str(paths["json"]), "--junit", str(paths["xml"]),
+         "--markdown", str(paths["md"])], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while json.loads(paths["json"].read_text() or "{}").get("status") != "running" \
+            if paths["json"].exists() else True:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(2)  # the first case is hanging in its worker now
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    data = json.loads(paths["json"].read_text())
+    assert data["status"] == "interrupted"
+    assert len(data["results"]) < 3
+    assert 'status="interrupted"' in paths["xml"].read_text()
+    assert "**Interrupted:**" in paths["md"].read_text()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
