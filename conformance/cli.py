@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("--sources", type=Path, metavar="DIR",
                       help="also check every quote against the documents' texts in DIR "
                            "(found by the file names in spec/sources.yaml)")
+    lint.add_argument("--docstrings", action="store_true",
+                      help="also check quotes of PyTorch's documentation against the "
+                           "docstrings of the installed torch")
     fuzz_cli.add_parser(commands)
     docs_cli.add_parser(commands)
     return parser
@@ -134,11 +137,14 @@ def _lint(args: argparse.Namespace) -> int:
     if args.sources is not None and not args.sources.is_dir():
         print(f"error: --sources {args.sources}: no such folder", file=sys.stderr)
         return 2
-    result = load(args.paths, SpecResources.load(args.spec, texts_dir=args.sources))
+    result = load(args.paths, SpecResources.load(args.spec, texts_dir=args.sources,
+                                                  docstrings=args.docstrings))
     for problem in result.problems:
         print(problem)
     quotes = "quotes checked against the texts" if args.sources else \
         "quotes not checked against the texts (use --sources DIR)"
+    if args.docstrings:
+        quotes += " and PyTorch's docstrings"
     print(f"{len(result.cases)} cases checked, {len(result.problems)} problem(s); {quotes}")
     return 1 if result.problems else 0
 

@@ -183,12 +183,14 @@ def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
 class SpecResources:
     """What cases are checked against: the schema, the features, the API, the source documents.
 
-    `texts_dir`, when given, is a folder with the documents' texts (`lint --sources DIR`): every
-    quote is then also checked against its document's words.
+    `texts_dir`, when given, is a folder with the documents' texts (`lint --sources DIR`), and
+    `docstrings` reads PyTorch's installed docstrings (`lint --docstrings`): every quote of such
+    a document is then also checked against its words.
     """
 
     spec_dir: Path
     texts_dir: Path | None = None
+    docstrings: bool = False
     features: frozenset[str] | None = None
     api: Api | None = None
     schema: Any = None
@@ -197,10 +199,11 @@ class SpecResources:
     problems: list[Problem] = field(default_factory=list)
 
     @classmethod
-    def load(cls, spec_dir: Path | None = None, texts_dir: Path | None = None
-             ) -> SpecResources:
+    def load(cls, spec_dir: Path | None = None, texts_dir: Path | None = None,
+             docstrings: bool = False) -> SpecResources:
         spec_dir = Path(spec_dir) if spec_dir is not None else DEFAULT_SPEC_DIR
-        resources = cls(spec_dir, Path(texts_dir) if texts_dir is not None else None)
+        resources = cls(spec_dir, Path(texts_dir) if texts_dir is not None else None,
+                        docstrings)
         resources._load_features(spec_dir / "features.yaml")
         resources._load_api(spec_dir / "api.yaml")
         resources._load_schema(spec_dir / "case.schema.json")
@@ -249,9 +252,9 @@ class SpecResources:
             return
         self.sources, problems = load_sources(path)
         self.problems += [Problem(str(path), line, msg) for line, msg in problems]
-        if self.texts_dir is None:
+        if self.texts_dir is None and not self.docstrings:
             return
-        self.texts, missing = read_texts(self.sources, self.texts_dir)
+        self.texts, missing = read_texts(self.sources, self.texts_dir, self.docstrings)
         self.problems += [Problem(str(path), 1, f"--sources: {msg}") for msg in missing]
         for doc in self.sources.values():
             for passage in doc.pytorch_docs:

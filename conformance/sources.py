@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KINDS = ("blog", "forum", "article")
-_FIELDS = ("id", "title", "author", "site", "kind", "reflects", "file", "notes", "pytorch_docs")
+KINDS = ("blog", "forum", "article", "docstring")
+_FIELDS = ("id", "title", "author", "site", "kind", "reflects", "file", "object", "notes",
+           "pytorch_docs")
+_REQUIRED = ("id", "title", "author", "site", "kind", "reflects")
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -37,7 +39,11 @@ class SourceDocument:
     site: str
     kind: str
     reflects: str
-    file: str
+    file: str = ""
+    """The plain-text copy the quotes are checked against (documents other than docstrings)."""
+    object: str = ""
+    """For kind `docstring`: the dotted name of the PyTorch object whose docstring is the text
+    (`torch.autograd.Function.save_for_backward`)."""
     notes: str = ""
     pytorch_docs: tuple[DocsQuote, ...] = field(default_factory=tuple)
 
@@ -74,7 +80,8 @@ def load_sources(path: Path) -> tuple[dict[str, SourceDocument], list[tuple[int,
             problems.append((line, "each document is a mapping (id, title, author, ...)"))
             continue
         unknown = sorted(set(map(str, entry)) - set(_FIELDS))
-        missing = [key for key in _FIELDS[:7] if not isinstance(entry.get(key), str)
+        required = (*_REQUIRED, "object" if entry.get("kind") == "docstring" else "file")
+        missing = [key for key in required if not isinstance(entry.get(key), str)
                    or not entry.get(key).strip()]
         if unknown:
             problems.append((line, f"unknown field(s) {', '.join(unknown)}; "
@@ -98,20 +105,56 @@ def load_sources(path: Path) -> tuple[dict[str, SourceDocument], list[tuple[int,
             quotes.append(DocsQuote(item["quote"], item["from"]))
         documents[entry["id"]] = SourceDocument(
             id=entry["id"], title=entry["title"], author=entry["author"], site=entry["site"],
-            kind=entry["kind"], reflects=entry["reflects"], file=entry["file"],
-            notes=str(entry.get("notes") or ""), pytorch_docs=tuple(quotes))
+            kind=entry["kind"], reflects=entry["reflects"], file=str(entry.get("file") or ""),
+            object=str(entry.get("object") or ""), notes=str(entry.get("notes") or ""),
+            pytorch_docs=tuple(quotes))
     return documents, problems
 
 
-def read_texts(documents: Mapping[str, SourceDocument], folder: Path
-               ) -> tuple[dict[str, str], list[str]]:
-    """The whitespace-collapsed text of each document found in `folder`, and what is missing."""
+def read_texts(documents: Mapping[str, SourceDocument], folder: Path | None,
+               docstrings: bool = False) -> tuple[dict[str, str], list[str]]:
+    """The whitespace-collapsed text of each document: from `folder` (files), and with
+    `docstrings` from the installed PyTorch (kind `docstring`); and what could not be read."""
     texts: dict[str, str] = {}
     missing: list[str] = []
     for doc in documents.values():
+        if doc.kind == "docstring":
+            if docstrings:
+                text, problem = docstring(doc.object)
+                if text is None:
+                    missing.append(f"{doc.id}: {problem}")
+                else:
+                    texts[doc.id] = collapse(text)
+            continue
+        if folder is None:
+            continue
         path = folder / doc.file
         try:
             texts[doc.id] = collapse(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             missing.append(f"{doc.id}: cannot read {path}: {exc}")
     return texts, missing
+
+
+def docstring(dotted: str) -> tuple[str | None, str]:
+    """The docstring of an object of the installed PyTorch (`torch.autograd.Function`)."""
+    import importlib
+    import inspect
+
+    parts = dotted.split(".")
+    if parts[0] != "torch":
+        return None, f"{dotted!r} is not a torch object"
+    try:
+        obj = importlib.import_module("torch")
+    except ImportError as exc:
+        return None, f"cannot import torch to read {dotted}'s docstring: {exc}"
+    for index, part in enumerate(parts[1:], 1):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            try:
+                obj = importlib.import_module(".".join(parts[:index + 1]))
+            except ImportError:
+                return None, f"torch has no {'.'.join(parts[:index + 1])}"
+    text = inspect.getdoc(obj)
+    return (text, "") if text else (None, f"{dotted} has no docstring")

@@ -67,7 +67,11 @@ def test_every_claim_quote_is_in_its_document(trace: traceability.Trace,
 
 @needs_texts
 def test_lint_with_sources_checks_every_quote_against_the_texts() -> None:
-    result = load([SPEC / "cases"], SpecResources.load(SPEC, texts_dir=TEXTS))
+    import importlib.util
+
+    docstrings = importlib.util.find_spec("torch") is not None
+    result = load([SPEC / "cases"], SpecResources.load(SPEC, texts_dir=TEXTS,
+                                                        docstrings=docstrings))
     assert [str(p) for p in result.problems] == []
     assert len(result.cases) >= 150
 
@@ -163,3 +167,21 @@ def test_every_erratum_is_listed_in_the_table(trace: traceability.Trace) -> None
     for erratum, claim_ids in trace.errata:
         assert claim_ids, erratum
         assert f"`{erratum.case_id}`" in text
+
+
+def test_docstring_sources_are_checked_against_the_installed_torch(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="docstring quotes are checked against installed torch")
+    from conformance.sources import collapse, read_texts
+
+    (tmp_path / "sources.yaml").write_text(
+        "documents:\n"
+        "  - {id: torch-no-grad, title: torch.no_grad, author: PyTorch, site: docstring, "
+        "kind: docstring, reflects: PyTorch 2.13, object: torch.no_grad}\n"
+        "  - {id: torch-nothing, title: x, author: PyTorch, site: docstring, "
+        "kind: docstring, reflects: PyTorch 2.13, object: torch.no_such_thing}\n")
+    documents, problems = load_sources(tmp_path / "sources.yaml")
+    assert problems == []
+    texts, missing = read_texts(documents, None, docstrings=True)
+    assert collapse("Context-manager that disables gradient calculation.") in \
+        texts["torch-no-grad"]
+    assert missing == ["torch-nothing: torch has no torch.no_such_thing"]
