@@ -25,13 +25,14 @@ description is accepted too; only its keys count)::
 
 The check (`check_snippet`, `check_expression`) accepts only the constructs the case language
 needs (`ALLOWED_NODES`: assignments, calls, operators, comprehensions, `for`, `if`, `with`,
-`def`, `lambda`...); it rejects everything else, `import`, `class`, `try`/`except`, `match`,
-`while`, `global`, `async` and `yield` among them. It also rejects any name, attribute or
-keyword that starts with `_`, binding `torch`/`nn`/`F`/a helper by any means (assignment,
-`def`, argument, loop or comprehension variable), global names that are neither bound by an
-earlier statement of the case nor listed, members or attributes that are not listed, and
-assigning attributes that are not `settable`. `api.yaml` itself may not list names that would
-open a way around the check (`eval`, `exec`, `getattr`, `open`, ...).
+`def`, `lambda`, `class` for custom autograd Functions, `yield` and `async def` for grad-mode
+decorators on generators and coroutines...); it rejects everything else, `import`,
+`try`/`except`, `match`, `while`, `global`, `raise` and `:=` among them. It also rejects any
+name, attribute or keyword that starts with `_`, binding `torch`/`nn`/`F`/a helper by any means
+(assignment, `def`, `class`, argument, loop or comprehension variable), global names that are
+neither bound by an earlier statement of the case nor listed, members or attributes that are
+not listed, and assigning attributes that are not `settable`. `api.yaml` itself may not list
+names that would open a way around the check (`eval`, `exec`, `getattr`, `open`, ...).
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ FORBIDDEN_GLOBALS = frozenset(
     }
 )
 SPECIAL_SECTIONS = ("globals", "attributes", "settable")
-# The syntax of the case language. Anything else (imports, classes, try/except, match, while,
-# global, async, yield, walrus...) is refused: a case has no use for it, and each of those is a
-# way to bind names or catch the runner's own signals behind the checker's back.
+# The syntax of the case language. Anything else (imports, try/except, match, while, global,
+# raise, walrus...) is refused: a case has no use for it, and each of those is a way to bind
+# names or catch the runner's own signals behind the checker's back.
 ALLOWED_NODES = frozenset({
     ast.Module, ast.Expression, ast.Expr, ast.Assign, ast.AugAssign, ast.Delete, ast.For,
     ast.If, ast.With, ast.withitem, ast.FunctionDef, ast.Lambda, ast.arguments, ast.arg,
-    ast.Return, ast.Pass, ast.Break, ast.Continue, ast.Assert,
+    ast.Return, ast.Pass, ast.Break, ast.Continue, ast.Assert, ast.ClassDef,
+    ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom,
     ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.Call, ast.keyword,
     ast.Attribute, ast.Subscript, ast.Slice, ast.Starred, ast.Name, ast.Constant,
     ast.List, ast.Tuple, ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp,
@@ -207,7 +209,7 @@ class _Checker:
                 self.name(node, visible)
             elif isinstance(node, ast.Attribute):
                 self.attribute(node)
-            elif isinstance(node, (ast.arg, ast.FunctionDef)):
+            elif isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.binding(node, node.arg if isinstance(node, ast.arg) else node.name)
             elif isinstance(node, ast.keyword) and node.arg is not None:
                 self.private(node, node.arg)
