@@ -113,6 +113,9 @@ class Case:
     file: str | None = None
     line: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    builtins: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    """The builtin names the case may use (its api.yaml's `globals`); None for the default
+    spec's. The loader sets it, so a case runs with the names it was checked against."""
 
     @property
     def topic(self) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from conformance.engines.base import Engine
+from conformance.sandbox import eval_np
 
 # (rtol, atol) per dtype name; integers and bool compare exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -205,7 +206,7 @@ def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
             return (f"the expected value reads {unreadable[0].name}, a "
                     f"{unreadable[0].device} tensor whose values cannot be read; expect its "
                     "shape/dtype/device instead")
-        want = np.asarray(eval(code, {"np": np}, dict(arrays)))
+        want = np.asarray(eval_np(spec["np"], arrays))
     elif "value" in spec:
         if isinstance(spec["value"], (str, Mapping)):
             return f"expected {spec['value']!r}, observed {describe(observed, engine)}"

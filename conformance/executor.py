@@ -18,7 +18,6 @@ verdict; an exception from the runner or the adapter is an `error` too. Neither 
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 import signal
 import threading
@@ -37,6 +36,7 @@ from conformance.case import Case, Raises, Step, Warn
 from conformance.compare import NoValues, compare, describe, helpers
 from conformance.engines.base import Engine
 from conformance.expectations import Entry, Expectations
+from conformance.sandbox import case_builtins
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 DEFAULT_TIMEOUT = 10.0
@@ -145,7 +145,7 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
         with _watchdog(timeout):
             try:
                 engine.reset()
-                namespace = new_namespace(engine, np.random.default_rng(seed))
+                namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins)
                 for index, step in enumerate(case.steps):
                     _run_step(case, index, step, engine, namespace)
             finally:
@@ -164,9 +164,12 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
     return CaseResult(verdict="passed", **base)
 
 
-def new_namespace(engine: Engine, rng: np.random.Generator) -> dict[str, Any]:
-    """A fresh case namespace: builtins, the observation helpers and the engine's facades."""
-    namespace: dict[str, Any] = {"__builtins__": builtins}
+def new_namespace(engine: Engine, rng: np.random.Generator,
+                  builtin_names: frozenset[str] | None = None) -> dict[str, Any]:
+    """A fresh case namespace: the builtins api.yaml allows (`builtin_names`, default the
+    default spec's), the observation helpers and the engine's facades."""
+    namespace: dict[str, Any] = {"__builtins__": dict(case_builtins(builtin_names)),
+                                 "__name__": "case"}
     namespace.update(helpers(engine))
     namespace.update(engine.namespace(rng))
     return namespace

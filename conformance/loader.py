@@ -13,7 +13,7 @@ text), and the `ast` check of every snippet and expectation against `spec/api.ya
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +24,7 @@ import yaml
 
 from conformance.api import Api, ApiFormatError, check_expression, check_snippet
 from conformance.case import Case, CaseFormatError, line_of
+from conformance.sandbox import check_np, np_expressions
 from conformance.sources import SourceDocument, collapse, load_sources, read_texts
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -325,6 +326,8 @@ def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None 
             problems += [Problem(name, at or line, msg) for at, msg in exc.problems]
             continue
         problems += _check_case(case, path.stem, resources, seen, name)
+        if resources.api is not None:
+            case = dataclasses.replace(case, builtins=resources.api.globals)
         cases.append(case)
     problems.sort()
     return cases, problems
@@ -389,23 +392,7 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
                 for problem in check_expression(key, resources.api, defined):
                     add(key_line or step.line, f"step {index}: expect {key!r}: {problem.message}")
             for key, expected in step.expect:
-                if isinstance(expected, Mapping) and "np" in expected:
-                    for message in _check_np(expected["np"]):
-                        add(line_of(expected, "np"), f"step {index}: expect {key!r}: {message}")
+                for holder, source in np_expressions(expected):
+                    for message in check_np(source, defined):
+                        add(line_of(holder, "np"), f"step {index}: expect {key!r}: {message}")
     return problems
-
-
-def _check_np(source: Any) -> list[str]:
-    """`{np: ...}` expressions see only `np` and the namespace's arrays: no private names."""
-    if not isinstance(source, str):
-        return ["'np' must be a NumPy expression string"]
-    try:
-        tree = ast.parse(source, mode="eval")
-    except SyntaxError as exc:
-        return [f"'np' is not a Python expression: {exc.msg}"]
-    return [
-        f"'np' expression may not use '{name}' (names starting with '_')"
-        for node in ast.walk(tree)
-        for name in [getattr(node, "id", None) or getattr(node, "attr", None)]
-        if isinstance(name, str) and name.startswith("_")
-    ]

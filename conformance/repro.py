@@ -88,13 +88,14 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
     seed = case.seed if seed is None else seed
     steps = case.steps if last_step is None else case.steps[: last_step + 1]
     lines = [
-        f"# Repro: case {case.id} on engine {engine.name} {engine.version} (seed {seed}).",
-        f"# Rule: {case.rule}",
+        f"# Repro: case {_comment(case.id)} on engine {_comment(engine.name)} "
+        f"{_comment(str(engine.version))} (seed {int(seed)}).",
+        f"# Rule: {_comment(case.rule)}",
         "import warnings",
         "",
         "import numpy as np",
         "",
-        f"SEED = {seed}",
+        f"SEED = {int(seed)}",
         engine.repro_prelude().rstrip(),
     ]
     if engine.repro_prelude().startswith("import"):
@@ -108,12 +109,20 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
                 "except Exception as error:",
                 f'    print("step {index} raised", type(error).__name__, "-", error)',
                 "else:",
-                f'    print("step {index} raised nothing; expected {step.raises.type}")',
+                f'    print("step {index} raised nothing; expected", {step.raises.type!r})',
             ]
         else:
             lines += step.run.rstrip().splitlines()
         for warn in step.warns:
-            lines.append(f"# expects warning {warn.type}: {warn.message}")
+            lines.append(f"# expects warning {_comment(warn.type)}: {_comment(str(warn.message))}")
         for key, expected in step.expect:
             lines.append(f"print({key!r}, '=', repr({key}), '| expected:', {expected!r})")
     return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> str:
+    """Text from a case file made safe inside a `#` comment: one line, every character that is
+    not printable (line breaks included, however the file spelled them) written as an escape."""
+    text = " ".join(text.split())
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)

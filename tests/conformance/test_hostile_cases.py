@@ -163,3 +163,103 @@ def test_lint_reports_hostile_files_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in done.stdout + done.stderr
     assert len([line for line in done.stdout.splitlines() if line.startswith(str(tmp_path))]) \
         == len(HOSTILE_FILES)
+
+
+def expect_np(expression: str, nested: bool = False) -> str:
+    value = f"[{{np: {expression!r}}}]" if nested else f"{{np: {expression!r}}}"
+    return (HEAD.replace("    - run: |\n", "    - run: x = torch.ones(2)\n")
+            + f"      expect:\n        x.is_leaf: {value}\n")
+
+
+@pytest.mark.parametrize(("expression", "nested", "fragment"), [
+    ("__import__('os')", True, "names starting with '_'"),
+    ("np.fromfile('/etc/passwd')", False, "np.fromfile"),
+    ("np.load('x.npy', allow_pickle=True)", True, "np.load"),
+    ("np.save('x.npy', x)", False, "np.save"),
+    ("exec('import os')", False, "reads 'exec', which the case has not bound"),
+    ("(lambda: 1)()", False, "may not use Lambda"),
+    ("[v for v in x]", True, "may not use ListComp"),
+    ("x.tofile('out')", False, "attribute 'tofile'"),
+], ids=["import nested", "fromfile", "load pickle nested", "save", "exec", "lambda",
+        "comprehension nested", "array tofile"])
+def test_np_expectations_are_checked_wherever_they_occur(tmp_path: Path, resources,
+                                                         expression: str, nested: bool,
+                                                         fragment: str) -> None:
+    path = tmp_path / "topic.yaml"
+    path.write_text(expect_np(expression, nested), encoding="utf-8")
+    problems = [str(p) for p in load([path], resources).problems]
+    assert any(fragment in p for p in problems), problems
+
+
+def test_np_expectations_run_without_builtins() -> None:
+    import numpy as np
+
+    from conformance.sandbox import eval_np
+
+    assert eval_np("np.exp(x) * 2", {"x": np.zeros(2)}).tolist() == [2.0, 2.0]
+    assert eval_np("x.sum(axis=0)", {"x": np.ones((2, 3), dtype=np.float32)}).tolist() \
+        == [2.0, 2.0, 2.0]
+    with pytest.raises(ValueError, match="np.fromfile"):
+        eval_np("np.fromfile('/etc/passwd')", {})
+    with pytest.raises(NameError, match="open"):
+        eval_np("open('/etc/passwd')", {})
+
+
+def test_snippets_run_with_only_the_listed_builtins() -> None:
+    from conformance.engines import load_engine
+    from conformance.executor import run_case
+
+    case = {"id": "topic.open", "rule": "r", "steps": [
+        {"run": "f = open('/etc/passwd')"}]}
+    result = run_case(case, load_engine("refimpl"))
+    assert result.verdict == "failed"
+    assert "NameError: name 'open' is not defined" in result.message
+    listed = {"id": "topic.len", "rule": "r", "steps": [
+        {"run": "n = len([1, 2])", "expect": {"n": 2}}]}
+    assert run_case(listed, load_engine("refimpl")).verdict == "passed"
+
+
+def test_case_text_never_becomes_code_in_a_repro_script(tmp_path: Path) -> None:
+    import ast
+
+    from conformance.case import Case
+    from conformance.engines import load_engine
+    from conformance.repro import repro_script
+
+    case = Case.from_dict({
+        "id": "topic.inject", "rule": "A rule.\nimport os; os.system('echo pwned')\r\u2028x=1",
+        "steps": [{"run": "x = torch.ones(2)", "raises": {"type": 'Error")\nimport os #'},
+                   "warns": [{"type": "UserWarning", "message": "w\nimport os"}]}]})
+    script = repro_script(case, load_engine("refimpl"))
+    tree = ast.parse(script)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    assert "os" not in imported
+    assert "os.system" not in {ast.unparse(n.func) for n in ast.walk(tree)
+                               if isinstance(n, ast.Call)}
+
+
+def test_reports_survive_control_characters_and_lone_surrogates(tmp_path: Path) -> None:
+    import json
+    import xml.etree.ElementTree as ET
+
+    from conformance.executor import CaseResult
+    from conformance.reports import write_reports
+    from conformance.suite import EngineRun, SuiteReport
+
+    class Info:
+        name, version, device, available, unavailable_reason = "e", "1", "cpu", True, None
+
+        def describe(self):
+            return {"name": "e"}
+
+    text = "bell \x07 nul \x00 surrogate \ud800 end"
+    result = CaseResult(case_id="topic.a", engine="e", verdict="failed", topic="topic",
+                        message=text, actual=text, expected=text)
+    report = SuiteReport([], [EngineRun(Info(), results=[result])])
+    paths = [tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"]
+    write_reports(report, *paths)
+    assert json.loads(paths[0].read_text())["results"][0]["verdict"] == "failed"
+    failure = ET.parse(paths[1]).getroot().find(".//failure")
+    assert "\\x07" in failure.text and "\\ud800" in failure.text
+    assert "surrogate \\ud800 end" in paths[2].read_text(encoding="utf-8")
