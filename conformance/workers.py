@@ -34,6 +34,7 @@ import signal
 import time
 from collections.abc import Iterable
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ def _initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...]) 
 
     try:
         _WORKER.engine = load_engine(spec)
-    except Exception as exc:  # noqa: BLE001 - reported by the first task, in one line
+    except BaseException as exc:  # noqa: BLE001 - reported by the first task, in one line
         _WORKER.engine = exc
         return
     _WORKER.watched = _owned_attributes(_WORKER.engine, settable)
@@ -132,7 +133,7 @@ def _owned_attributes(engine: Any, names: tuple[str, ...]) -> list[tuple[Any, st
         return []
     try:
         namespace = engine.namespace(np.random.default_rng(0))
-    except Exception:  # noqa: BLE001 - the first case reports a namespace that fails
+    except BaseException:  # noqa: BLE001 - the first case reports a namespace that fails
         return []
     owners: dict[int, Any] = {}
     for root in namespace.values():
@@ -170,7 +171,7 @@ def _tampered() -> str | None:
 def _describe(features: tuple[str, ...]) -> dict[str, Any]:
     engine = _WORKER.engine
     if isinstance(engine, BaseException):
-        raise WorkerStartError(str(engine))
+        raise WorkerStartError(str(engine) or type(engine).__name__)
     expectations = getattr(engine, "expectations", None)
     return {
         **engine.describe(),
@@ -206,6 +207,20 @@ def _run(case: Case, seed: int | None, timeout: float) -> _Outcome:
         except Exception as exc:  # noqa: BLE001 - a repro is a help, never a second failure
             script = f"# no repro script: {type(exc).__name__}: {exc}\n"
     return _Outcome(result, script, _resident_bytes(), tampered is not None)
+
+
+def _observe(program: Any) -> tuple[Any, str | None]:
+    """The fuzzer's records of `program` on this worker's engine, or the engine's crash."""
+    from conformance.fuzz.differential import compile_program
+    from conformance.fuzz.runner import observe_safely
+
+    return observe_safely(compile_program(program), _WORKER.engine)
+
+
+def _repro(case: Case, seed: int | None, last_step: int | None) -> str:
+    from conformance.repro import repro_script
+
+    return repro_script(case, _WORKER.engine, seed, last_step)
 
 
 def _resident_bytes() -> int:
@@ -247,7 +262,7 @@ class EngineWorkers:
         except WorkerStartError as exc:
             self.close()
             raise WorkerStartError(f"engine {self.spec!r}: {exc}") from None
-        except (ProcessExpired, FutureTimeout) as exc:
+        except (ProcessExpired, FutureTimeout, BrokenProcessPool) as exc:
             self.close()
             raise WorkerStartError(f"engine {self.spec!r}: the worker died while loading it "
                                    f"({_what_happened(exc, START_TIMEOUT_S)})") from None
@@ -294,6 +309,29 @@ class EngineWorkers:
         self._pool.join()
         self._pool = self._new_pool()
 
+    def observe_later(self, program: Any, timeout: float) -> Any:
+        """Start observing a fuzzer program; `observed` gives its records or crash."""
+        return self._pool.schedule(_observe, args=(program,), timeout=timeout)
+
+    def observed(self, future: Any, timeout: float) -> tuple[Any, str | None]:
+        """The records of `observe_later`, or a crash text when the worker died or hung (the
+        worker is then replaced, and the fuzzer reports the crash as a finding)."""
+        try:
+            return future.result()
+        except BaseException as exc:
+            if not future.done() or future.cancelled() or future.exception() is not exc:
+                raise
+            self._recycle()
+            if isinstance(exc, (ProcessExpired, FutureTimeout)):
+                return None, f"the engine's worker process {_what_happened(exc, timeout)}"
+            return None, f"{type(exc).__name__}: {exc}"
+
+    def repro_script(self, case: Case, seed: int | None = None,
+                     last_step: int | None = None) -> str:
+        """`conformance.repro.repro_script` for this engine, written where the engine is."""
+        return self._pool.schedule(_repro, args=(case, seed, last_step),
+                                   timeout=START_TIMEOUT_S).result()
+
     def abort(self) -> None:
         """Stop the case in flight (from another thread): its `run` raises `Aborted`."""
         self._aborted = True
@@ -327,3 +365,9 @@ def _what_happened(exc: BaseException, limit: float) -> str:
             return f"was killed by {name}{killed}"
         return f"exited with status {code}"
     return "was stopped"
+
+
+def facts(engine: Any) -> Any:
+    """What a caller reads of an engine (name, features, strictness...), wherever it runs:
+    the `RemoteEngine` of engines in workers, the `Engine` itself otherwise."""
+    return engine.engine if isinstance(engine, EngineWorkers) else engine

@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance.engines import load_engine
 from conformance.fuzz.findings import DEFAULT_OUT, unwritable_reason
 from conformance.fuzz.profiles import PROFILES, DatabaseError
 from conformance.fuzz.runner import fuzz, prefer_single_thread
@@ -77,8 +76,15 @@ def test_campaign_shard(shard: int) -> None:
     other_name = names[1] if names[0] == reference_name else names[0]
     base = os.environ.get("AUTOGRAD_FUZZ_SEED")
     examples = int(os.environ.get("AUTOGRAD_FUZZ_EXAMPLES", PROFILES["campaign"].examples))
-    result = fuzz(load_engine(reference_name), load_engine(other_name), examples=examples,
-                  seed=None if base is None else int(base) + shard, profile="campaign",
-                  out=OUT)
+    from conformance.cli import start_engines
+
+    reference, other = start_engines([reference_name, other_name])
+    try:
+        result = fuzz(reference, other, examples=examples,
+                      seed=None if base is None else int(base) + shard, profile="campaign",
+                      out=OUT)
+    finally:
+        reference.close()
+        other.close()
     print(result.summary())
     assert result.finding is None, result.finding.message()

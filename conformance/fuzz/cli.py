@@ -18,11 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.engines import EngineError, load_engine
+from conformance.engines import EngineError
 from conformance.fuzz.findings import DEFAULT_OUT
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
+from conformance.workers import WorkerStartError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -71,16 +72,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     other_name = names[1] if names[0] == reference_name else names[0]
     prefer_single_thread()
+    from conformance.cli import start_engines
+
     try:
-        reference, other = load_engine(reference_name), load_engine(other_name)
+        # Each engine in its own worker process: the fuzzer compares plain records.
+        reference, other = start_engines([reference_name, other_name])
+    except (EngineError, WorkerStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         families = [f for f in FAMILIES if f not in args.without
-                    and reference.supports(f) and other.supports(f)]
+                    and reference.engine.supports(f) and other.engine.supports(f)]
         result = fuzz(reference, other, examples=args.examples, seed=args.seed,
                       profile=args.profile, out=args.out, families=families,
                       progress=not args.no_progress, database=args.db)
     except (EngineError, FuzzSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        reference.close()
+        other.close()
     if result.finding is not None:
         print(result.finding.message())
         print()

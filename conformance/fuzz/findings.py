@@ -83,7 +83,9 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
     """The case (expectations from `records`, the reference's) and repro for a mismatch."""
     digest = hashlib.sha256(f"{program.seed}\n{program.source()}".encode()).hexdigest()[:10]
     topic = f"fuzz_{digest}"
-    case_id = f"{topic}.{_slug(other.name)}-vs-{_slug(reference.name)}"
+    from conformance.workers import EngineWorkers, facts
+
+    case_id = f"{topic}.{_slug(facts(other).name)}-vs-{_slug(facts(reference).name)}"
     steps = []
     differing = {d.what for d in mismatch.differences}
     for index, step in enumerate(program.steps[: mismatch.step + 1]):
@@ -110,8 +112,8 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
             steps += _raising_observations(record, differing)
     case: dict[str, Any] = {
         "id": case_id,
-        "rule": f"{other.name} agrees with {reference.name} on every observation of this "
-                "generated program (a differential fuzzing finding).",
+        "rule": f"{facts(other).name} agrees with {facts(reference).name} on every observation "
+                "of this generated program (a differential fuzzing finding).",
         "sources": [dict(SOURCE)],
     }
     features = features_of(program.steps[: mismatch.step + 1])
@@ -120,8 +122,12 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
     case["seed"] = program.seed
     case["steps"] = steps
     yaml_text = dump_cases([case])
-    repro = repro_script(Case.from_dict(case), other, program.seed, mismatch.step)
-    return Finding(program, mismatch, reference.name, other.name, case, yaml_text, repro)
+    if isinstance(other, EngineWorkers):
+        repro = other.repro_script(Case.from_dict(case), program.seed, mismatch.step)
+    else:
+        repro = repro_script(Case.from_dict(case), other, program.seed, mismatch.step)
+    return Finding(program, mismatch, facts(reference).name, facts(other).name, case, yaml_text,
+                   repro)
 
 
 def _raising_observations(record: StepRecord, differing: set[str]) -> list[dict[str, Any]]:

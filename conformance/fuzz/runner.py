@@ -51,6 +51,10 @@ from conformance.fuzz.minimise import minimise
 from conformance.fuzz.profiles import DatabaseError, get_profile, shown
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
+from conformance.workers import EngineWorkers, facts
+
+PROGRAM_TIMEOUT_S = 60.0
+"""A program that one engine has not finished in this long is a crash finding (a hang)."""
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -190,16 +194,25 @@ class Progress:
             self.stream.flush()
 
 
-def default_families(*engines: Engine) -> tuple[str, ...]:
+def default_families(*engines: Engine | EngineWorkers) -> tuple[str, ...]:
     """The program families every engine supports (a family is named after its feature)."""
-    return tuple(f for f in FAMILIES if all(engine.supports(f) for engine in engines))
+    return tuple(f for f in FAMILIES if all(facts(engine).supports(f) for engine in engines))
 
 
-def check_program(program: Program, reference: Engine, other: Engine) -> _MismatchFound | None:
-    """Run `program` on both engines; the mismatch (with the reference's records), if any."""
-    compiled = compile_program(program)
-    records, crash_a = _observe_safely(compiled, reference)
-    other_records, crash_b = _observe_safely(compiled, other)
+def check_program(program: Program, reference: Engine | EngineWorkers,
+                  other: Engine | EngineWorkers) -> _MismatchFound | None:
+    """Run `program` on both engines; the mismatch (with the reference's records), if any.
+
+    Engines in worker processes run the program side by side, each in its own process."""
+    if isinstance(reference, EngineWorkers) and isinstance(other, EngineWorkers):
+        pending = [(engine, engine.observe_later(program, PROGRAM_TIMEOUT_S))
+                   for engine in (reference, other)]
+        (records, crash_a), (other_records, crash_b) = [
+            engine.observed(future, PROGRAM_TIMEOUT_S) for engine, future in pending]
+    else:
+        compiled = compile_program(program)
+        records, crash_a = _observe_on(compiled, reference)
+        other_records, crash_b = _observe_on(compiled, other)
     if crash_a or crash_b:
         if crash_a == crash_b:
             return None
@@ -207,7 +220,7 @@ def check_program(program: Program, reference: Engine, other: Engine) -> _Mismat
         crash = Difference(CRASH, crash_a or "no crash", crash_b or "no crash")
         mismatch = Mismatch(len(program.steps) - 1, (crash,))
         return _MismatchFound(program, mismatch, records or [])
-    strictness = weakest(reference.message_strictness, other.message_strictness)
+    strictness = weakest(facts(reference).message_strictness, facts(other).message_strictness)
     mismatch = first_mismatch(records, other_records, strictness, program)
     return None if mismatch is None else _MismatchFound(program, mismatch, records)
 
@@ -235,8 +248,17 @@ def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine) -> _
     return last["found"]
 
 
-def _observe_safely(compiled: CompiledProgram, engine: Engine
-                    ) -> tuple[list[StepRecord] | None, str | None]:
+def _observe_on(compiled: CompiledProgram, engine: Engine | EngineWorkers
+                ) -> tuple[list[StepRecord] | None, str | None]:
+    if isinstance(engine, EngineWorkers):
+        return engine.observed(engine.observe_later(compiled.program, PROGRAM_TIMEOUT_S),
+                               PROGRAM_TIMEOUT_S)
+    return observe_safely(compiled, engine)
+
+
+def observe_safely(compiled: CompiledProgram, engine: Engine
+                   ) -> tuple[list[StepRecord] | None, str | None]:
+    """The records of `compiled` on `engine`, or the text of the engine's crash."""
     try:
         return observe(compiled, engine), None
     except BaseException as exc:  # noqa: BLE001 - an adapter crash is a finding, not a fuzzer bug
@@ -246,23 +268,21 @@ def _observe_safely(compiled: CompiledProgram, engine: Engine
         return None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-4)}"
 
 
-def preflight(*engines: Engine) -> None:
+def preflight(*engines: Engine | EngineWorkers) -> None:
     """Raise FuzzSetupError unless every engine runs a one-line program."""
     probe = compile_program(Program((ProgramStep("x = torch.ones(2, requires_grad=True)",
                                                  ("x.requires_grad",)),)))
     for engine in engines:
-        if not engine.available:
-            raise FuzzSetupError(f"engine {engine.name} is unavailable: "
-                                 f"{engine.unavailable_reason}")
-        try:
-            records = observe(probe, engine)
-        except BaseException as exc:  # noqa: BLE001 - reported to the user as a setup problem
-            if _is_the_users(exc):
-                raise
-            raise FuzzSetupError(f"engine {engine.name} cannot run a one-line program: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        name = facts(engine).name
+        if not facts(engine).available:
+            raise FuzzSetupError(f"engine {name} is unavailable: "
+                                 f"{facts(engine).unavailable_reason}")
+        records, crash = _observe_on(probe, engine)
+        if crash is not None:
+            raise FuzzSetupError(f"engine {name} cannot run a one-line program: "
+                                 f"{crash.splitlines()[0]}")
         if records[0].error is not None or records[0].observations["x.requires_grad"] is not True:
-            raise FuzzSetupError(f"engine {engine.name} fails `x = torch.ones(2, "
+            raise FuzzSetupError(f"engine {name} fails `x = torch.ones(2, "
                                  f"requires_grad=True)`: {records[0]}")
 
 
@@ -316,8 +336,9 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
             found = exc
         finally:
             bar.close()
-        result = FuzzResult(reference.name, other.name, bar.count, time.perf_counter() - start,
-                            seed, chosen.name, database=shown(location) if location else None,
+        result = FuzzResult(facts(reference).name, facts(other).name, bar.count,
+                            time.perf_counter() - start, seed, chosen.name,
+                            database=shown(location) if location else None,
                             first_mismatch_at=first_at[0] if first_at else None)
         if found is not None:
             found = reduce_finding(found, reference, other)

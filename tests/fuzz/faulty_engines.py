@@ -127,3 +127,14 @@ def make_ctrl_c() -> TorchLikeEngine:
     engine = _wrap(ExitingTorch, "torch-ctrl-c")
     engine.leave = _press_ctrl_c  # type: ignore[attr-defined]
     return engine
+
+
+def make_exit_on_start() -> TorchLikeEngine:
+    """An engine whose every namespace ends the process's interpreter: it cannot run at all."""
+    engine = make_system_exit()
+
+    def exit_now(rng: Any) -> None:
+        sys.exit("no namespace")
+
+    engine.namespace = exit_now
+    return engine

@@ -7,11 +7,9 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import sys
 from pathlib import Path
 
 import faulty_engines
-import numpy as np
 import pytest
 
 from conformance.cli import main
@@ -49,17 +47,9 @@ def test_an_engine_that_exits_is_a_finding(torch_engine, tmp_path, capsys):
     assert verdict != "passed"
 
 
-def test_an_engine_that_exits_on_start_is_a_setup_error(torch_engine, tmp_path, capsys,
-                                                        monkeypatch):
-    def exit_now(rng: np.random.Generator) -> None:
-        sys.exit("no namespace")
-
-    exiting = faulty_engines.make_system_exit()
-    monkeypatch.setattr(exiting, "namespace", exit_now)
-    monkeypatch.setattr("conformance.fuzz.cli.load_engine",
-                        lambda name: exiting if name == "exiting" else torch_engine)
-    status = main(["fuzz", "--engines", "torch,exiting", "--profile", "ci",
-                   "--out", str(tmp_path), "--no-progress"])
+def test_an_engine_that_exits_on_start_is_a_setup_error(tmp_path, capsys):
+    status = main(["fuzz", "--engines", "torch,faulty_engines:make_exit_on_start",
+                   "--profile", "ci", "--out", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err
     assert status == 2
     assert "cannot run a one-line program: SystemExit: no namespace" in err
