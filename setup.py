@@ -1,4 +1,4 @@
-"""Ship the specification inside the package.
+"""Ship the specification (and the reference's hand-written pages) inside the package.
 
 The repository keeps the data at the top level (`spec/`: cases, schema, features, API vocabulary,
 sources, claims, the case language), where authors and other runners read it. A wheel must carry
@@ -16,12 +16,22 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SPEC = Path(__file__).resolve().parent / "spec"
+ROOT = Path(__file__).resolve().parent
+SPEC = ROOT / "spec"
 SPEC_PATTERNS = ("*.yaml", "*.json", "*.md", "cases/*.yaml")
+# The hand-written pages of the reference (the adapter guide) sit beside spec/ in the
+# repository, and beside conformance/spec/ in the package.
+DOCS = ROOT / "docs"
 
 
 def spec_files() -> list[Path]:
     return sorted({path for pattern in SPEC_PATTERNS for path in SPEC.glob(pattern)})
+
+
+def shipped_files() -> list[tuple[Path, Path]]:
+    """(source, path inside the package) of every data file the wheel carries."""
+    return ([(path, Path("spec") / path.relative_to(SPEC)) for path in spec_files()]
+            + [(path, Path("docs") / path.name) for path in sorted(DOCS.glob("*.md"))])
 
 
 class BuildPyWithSpec(build_py):
@@ -31,18 +41,19 @@ class BuildPyWithSpec(build_py):
         super().run()
         if self.editable_mode:
             return  # An editable install reads spec/ of the checkout itself.
-        target = Path(self.build_lib) / "conformance" / "spec"
-        if target.exists():
-            shutil.rmtree(target)
-        for path in spec_files():
-            out = target / path.relative_to(SPEC)
+        package = Path(self.build_lib) / "conformance"
+        for folder in ("spec", "docs"):
+            if (package / folder).exists():
+                shutil.rmtree(package / folder)
+        for source, inside in shipped_files():
+            out = package / inside
             out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, out)
+            shutil.copyfile(source, out)
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        target = Path(self.build_lib) / "conformance" / "spec"
+        package = Path(self.build_lib) / "conformance"
         return [*super().get_outputs(include_bytecode),
-                *(str(target / path.relative_to(SPEC)) for path in spec_files())]
+                *(str(package / inside) for _, inside in shipped_files())]
 
 
 setup(cmdclass={"build_py": BuildPyWithSpec})

@@ -69,6 +69,7 @@ def test_wheel_carries_the_specification(wheel: Path) -> None:
                  "claims.yaml", "INTERPRETING.md", "cases/leaf.yaml", "cases/retain_grad.yaml"):
         assert f"conformance/spec/{data}" in names, data
     assert "conformance/expectations/mygrad.yaml" in names
+    assert "conformance/docs/adapters.md" in names
     cases = {p.name for p in (ROOT / "spec" / "cases").glob("*.yaml")}
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith("conformance/spec/cases/")} \
         == cases
@@ -118,3 +119,15 @@ def _has_torch() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_installed_package_builds_the_reference(env: Path, tmp_path: Path) -> None:
+    pytest.importorskip("sphinx", reason="the reference needs the docs extra (Sphinx)")
+    site = tmp_path / "site"
+    done = run([str(env / "bin" / "autograd-conformance"), "docs", "--out", str(site),
+                "--engine", "refimpl"], cwd=tmp_path)
+    assert "wrote" in done.stdout
+    page = (site / "retain_grad.html").read_text(encoding="utf-8")
+    assert 'id="retain_grad.nonleaf-keeps-grad"' in page
+    guide = (site / "adapters.html").read_text(encoding="utf-8")
+    assert "make_engine" in guide, "the adapter guide travels in the wheel"

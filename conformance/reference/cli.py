@@ -64,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
     from conformance.engines import EngineError
     from conformance.reference.generate import GenerateError
     from conformance.reference.results import ReportsError
+    from conformance.workers import WorkerStartError
 
     try:
         return build_site(args.out, spec_dir=args.spec, reports=args.reports,
                           engines=args.engine or list(DEFAULT_ENGINES),
                           open_findings=args.open_findings, keep_source=args.keep_source)
-    except (EngineError, ReportsError) as exc:
+    except (EngineError, ReportsError, WorkerStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except GenerateError as exc:

@@ -56,11 +56,17 @@ class EngineResults:
 
 
 def run_engines(cases: Sequence[Case], names: Sequence[str]) -> list[EngineResults]:
-    """Run `cases` on each engine in `names` (unknown names raise EngineError)."""
-    from conformance.engines import load_engine
+    """Run `cases` on each engine in `names`, each in its worker processes (unknown names
+    raise EngineError, engines that cannot load WorkerStartError)."""
+    from conformance.cli import start_engines
     from conformance.suite import run_suite
 
-    report = run_suite(cases, [load_engine(name) for name in names])
+    workers = start_engines(names)
+    try:
+        report = run_suite(cases, workers)
+    finally:
+        for engine in workers:
+            engine.close()
     out = []
     for run in report.runs:
         info = run.engine.describe()
