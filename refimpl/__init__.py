@@ -42,8 +42,16 @@ from refimpl._dtype import (
     promote_types,
 )
 from refimpl._tensor import Size, Tensor
+from refimpl.autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from refimpl._warn import is_warn_always_enabled, set_warn_always
-from refimpl.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from refimpl.autograd.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 # The public functions check their arguments as PyTorch's binding does (refimpl.ops.signatures).
 from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
@@ -171,7 +179,12 @@ __all__ = [
     "int",
     "int32",
     "int64",
+    "inference_mode",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
+    "is_inference",
+    "is_inference_mode_enabled",
     "is_tensor",
     "is_warn_always_enabled",
     "le",
@@ -233,6 +246,14 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+def is_inference(input: Tensor) -> bool:  # noqa: A002 - PyTorch's parameter name
+    """Whether ``input`` is an inference tensor (``Tensor.is_inference``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError("is_inference(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input._inference
+
 
 # `torch.nn` is reachable as an attribute after `import torch`; the same holds here. It comes
 # last because the modules build on everything above.

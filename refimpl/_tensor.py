@@ -37,6 +37,11 @@ DETACH_VIEW = (
     "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
     "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
 )
+INFERENCE_REQUIRES_GRAD = ("Setting requires_grad=True on inference tensor outside "
+                           "InferenceMode is not allowed.")
+INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You "
+                     "can make a clone to get a normal tensor before doing inplace update.See "
+                     "https://github.com/pytorch/rfcs/pull/17 for more details.")
 INTERNAL_OVERLAP = (
     "unsupported operation: more than one element of the written-to tensor refers to a single "
     "memory location. Please clone() the tensor before performing the operation."
@@ -51,7 +56,8 @@ def check_no_internal_overlap(array: Any) -> None:
 
 
 def no_grad_view_message(view: Tensor, indirect: bool) -> str:
-    """PyTorch's error for an in-place write involving a view created in no_grad mode."""
+    """PyTorch's error for an in-place write involving a view created in no_grad mode or
+    (``view._no_grad_view == "inference_mode"``) in inference mode."""
     from refimpl.autograd.graph import message_name
 
     modified = "its base or another view of its base has been" if indirect else "is being"
@@ -60,11 +66,14 @@ def no_grad_view_message(view: Tensor, indirect: bool) -> str:
                  "created in"
     else:
         prefix = "A view was created in"
-    return (f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled. "
-            "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
-            "clarify your code by moving both the view and the inplace either both inside the "
-            "no_grad block (if you don't want the inplace to be tracked) or both outside (if "
-            "you want the inplace to be tracked).")
+    if view._no_grad_view == "inference_mode":
+        head = f"{prefix} inference mode and {modified} modified inplace in normal mode."
+    else:
+        head = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    return (f"{head} Given that this use case is ambiguous and error-prone, it is forbidden. "
+            "You can clarify your code by moving both the view and the inplace either both "
+            f"inside the {view._no_grad_view} block (if you don't want the inplace to be "
+            "tracked) or both outside (if you want the inplace to be tracked).")
 
 
 def multi_output_view_message(view: Tensor, indirect: bool) -> str:
@@ -115,6 +124,9 @@ class Tensor:
                  # PyTorch's ZeroTensor: an immutable tensor of zeros some gradient formulas
                  # return (the derivative of sgn); see refimpl.ops.table.OpRow.zeros.
                  "_zero",
+                 # An inference tensor: allocated in inference mode, or a view or detach() of
+                 # one (refimpl.autograd.grad_mode).
+                 "_inference",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -134,6 +146,8 @@ class Tensor:
         if value and self.dtype.kind not in "fc":
             raise RuntimeError(
                 "only Tensors of floating point and complex dtype can require gradients")
+        if value and self._inference and not _grad_mode._state.inference:
+            raise RuntimeError(INFERENCE_REQUIRES_GRAD)
         self._set_own_flag(bool(value))
 
     def _set_own_flag(self, value: bool) -> None:
@@ -169,6 +183,8 @@ class Tensor:
             return self
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._inference and not _grad_mode._state.inference:
+            raise RuntimeError(INFERENCE_REQUIRES_GRAD)
         self._set_own_flag(bool(requires_grad))
         return self
 
@@ -343,6 +359,10 @@ class Tensor:
         return self._vc
 
     def _bump_version(self) -> None:
+        if self._inference and not _grad_mode._state.inference:
+            # PyTorch refuses when it bumps the version, after the kernel wrote: the values
+            # change all the same.
+            raise RuntimeError(INFERENCE_INPLACE)
         if self._vc is None:
             self._vc = [1]
         else:
@@ -377,6 +397,7 @@ class Tensor:
         out = wrap(self._data, self._device)
         out._vc = self._shared_version()
         out._zero = self._zero
+        out._inference = self._inference
         return out
 
     def detach_(self) -> Tensor:
@@ -393,6 +414,7 @@ class Tensor:
     def data(self) -> Tensor:
         out = wrap(self._data, self._device)
         out._zero = self._zero
+        out._inference = self._inference
         return out
 
     @data.setter
@@ -502,6 +524,11 @@ class Tensor:
 
     def _is_zerotensor(self) -> bool:
         return self._zero
+
+    def is_inference(self) -> bool:
+        """Whether this is an inference tensor: allocated in inference mode, or a view of
+        one (see ``refimpl.inference_mode``)."""
+        return self._inference
 
     def numpy(self, *, force: bool = False) -> Any:
         """The data as a NumPy array sharing memory (cpu tensors that do not require grad, or
@@ -619,6 +646,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._attr_version = 0
     t._output_nr = 0
     t._zero = False
+    t._inference = _grad_mode._state.inference
     return t
 
 
@@ -632,3 +660,6 @@ def _wrap_dim(dim: int, ndim: int) -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
     return dim % n
+
+# Last: grad_mode's package imports this module, which must be complete by then.
+from refimpl.autograd import grad_mode as _grad_mode  # noqa: E402

@@ -99,6 +99,8 @@ class TorchLikeEngine(Engine):
     def reset(self) -> None:
         torch = self.torch
         torch.set_grad_enabled(True)
+        # Anomaly detection is process-wide and a case may switch it on by a plain call.
+        torch.autograd.set_detect_anomaly(False)
         if hasattr(torch, "set_warn_always"):
             # PyTorch emits some warnings once per process unless told otherwise; every case
             # must see its warnings whatever ran before it.

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from refimpl._tensor import Tensor
-from refimpl.autograd import grad_mode
+from refimpl.autograd import anomaly_mode, grad_mode
 from refimpl.autograd.graph import AccumulateGrad, Node
 
 
@@ -229,6 +229,8 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                 grads = ()
             elif type(node) is AccumulateGrad:
                 grads = node.apply(grad, grad_owned)
+            elif anomaly_mode._enabled:
+                grads = anomaly_mode.apply(node, grad)
             else:
                 grads = node.apply(grad)
             if run and not retain_graph:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from refimpl.autograd import anomaly_mode
+
 if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
@@ -50,11 +52,16 @@ def modified_message(tensor_type: str, shape: list[int], producer: str | None, v
                      expected: int) -> str:
     """PyTorch's error for a saved tensor changed in place before backward used it."""
     origin = f", which is output 0 of {producer}," if producer else ""
+    # Under anomaly detection PyTorch points at the traceback its warning printed instead.
+    hint = ("Hint: the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!") if anomaly_mode._enabled else (
+        "Hint: enable anomaly detection to find the operation that failed to compute its "
+        "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return (
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [{tensor_type} {shape}]{origin} is at version {version}; expected version "
-        f"{expected} instead. Hint: enable anomaly detection to find the operation that failed to "
-        "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        f"{expected} instead. {hint}"
     )
 
 
@@ -131,6 +138,8 @@ def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:
     """Fill the fields every node has: its edges, no saved tensors or hooks yet, and the shape
     and dtype of the array ``output`` it produced (used to reduce and cast its gradient)."""
     node._seq = next(SEQUENCE)
+    if anomaly_mode._enabled:
+        anomaly_mode.record(node)
     node.next_functions = next_functions
     node._saved = None
     node._info = None

@@ -144,7 +144,7 @@ def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = Tru
     """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
     no_grad, leaves), then (unless ``memory`` is False) the memory checks, before any shape or
     dtype check."""
-    if grad_mode._state.enabled:
+    if grad_mode.recording():
         if (self._no_grad_view or self._multi_output) and (
                 self._requires_grad or any(o._requires_grad for o in others)):
             message = no_grad_view_message if self._no_grad_view else multi_output_view_message
@@ -172,7 +172,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     if self._zero:
         # Autograd's checks come first; the kernel then refuses to write a ZeroTensor.
         raise RuntimeError(ZERO_TENSOR_COPY if row is D.COPY_ else ZERO_TENSOR_IMMUTABLE)
-    recording = grad_mode._state.enabled
+    recording = grad_mode.recording()
     if others and same_device:
         F.same_device([self, *others])
     xp = _backend.backend_of(self._device).xp

@@ -62,7 +62,7 @@ from typing import Any
 
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
-from refimpl.autograd import forward_ad, grad_mode
+from refimpl.autograd import anomaly_mode, forward_ad, grad_mode
 from refimpl.autograd.graph import (
     FREED,
     SECOND_BACKWARD,
@@ -269,6 +269,13 @@ DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-place,
                   "instead")
 
 
+INFERENCE_SAVED = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`.")
+
+
 def same_device(tensors: Sequence[Tensor]) -> _backend.device:
     """The device all ``tensors`` share; PyTorch's error when they do not."""
     dev = tensors[0]._device
@@ -324,6 +331,8 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     """
     dev = tensors[0]._device if len(tensors) == 1 else same_device(tensors)
     backend = _backend.backend_of(dev)
+    mode = grad_mode._state
+    recording = mode.enabled and not mode.inference
     if arrays is None:
         arrays = [t._data for t in tensors]
     if params:
@@ -357,11 +366,16 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
         result._view_fn = (base._view_fn, row, params)
         # The version its grad_fn describes (see Tensor._sync_view).
         result._attr_version = result._vc[0]
-        if not grad_mode._state.enabled or base._no_grad_view and not row.multi_output:
-            # PyTorch's CreationMeta::NO_GRAD_MODE, inherited by views of such a view: it
-            # requires grad when its base does, and in-place writes to it are refused (see
-            # refimpl.ops.inplace).
-            result._no_grad_view = True
+        # Views of an inference tensor are inference tensors; other views are not, even in
+        # inference mode.
+        result._inference = base._inference
+        if not recording or base._no_grad_view and not row.multi_output:
+            # PyTorch's CreationMeta::NO_GRAD_MODE (INFERENCE_MODE in inference mode),
+            # inherited by views of such a view: it requires grad when its base does, and
+            # in-place writes to it are refused (see refimpl.ops.inplace). The value names the
+            # block in the message.
+            result._no_grad_view = base._no_grad_view or (
+                "inference_mode" if mode.inference else "no_grad")
             result._requires_grad = root._requires_grad
         elif row.multi_output or base._multi_output:
             # CreationMeta::MULTI_OUTPUT_NODE, also inherited by views of such a view.
@@ -371,13 +385,17 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
             # requires grad refuses), which rewires the graph of every view of them; a view
             # taken under no_grad also follows its leaf base's requires_grad flag.
             root._track_view(result)
-    if grad_mode._state.enabled:
+    if recording:
         for t in tensors:
             if t._requires_grad:
-                _record(row, tensors, params, result, extras, dev)
+                # An op whose tensor inputs are all inference tensors runs below autograd in
+                # PyTorch (they carry no autograd dispatch key): it records nothing.
+                if not all(t._inference for t in tensors):
+                    _record(row, tensors, params, result, extras, dev)
                 break
     fw = forward_ad._state
-    if fw.level >= 0 and not fw.busy:  # inline forward_ad.is_active(): this path is hot
+    # inline forward_ad.is_active() (this path is hot); inference mode disables forward AD.
+    if fw.level >= 0 and not fw.busy and not mode.inference:
         forward_ad.set_tangent(result, forward_ad.jvp(row, tensors, params, result, extras))
     if extras is not None:
         return (result, *[wrap(e, dev) for e in extras])
@@ -460,6 +478,8 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     # Numbered before its edges are taken, which may regenerate a view's grad_fn (PyTorch
     # creates the node first too).
     node._seq = next(SEQUENCE)
+    if anomaly_mode._enabled:
+        anomaly_mode.record(node)
     node.next_functions = before[0] if before is not None else tuple([edge(t) for t in tensors])
     node._pre_hooks = None
     node._shape = result._data.shape
@@ -479,6 +499,8 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
             else:
                 k = row.inputs.index(name)
                 t = tensors[k]
+                if t._inference:
+                    raise RuntimeError(INFERENCE_SAVED)
                 vc = t._vc
                 if before is not None:
                     saved.append((t, before[1][k], t._grad_fn is not None))

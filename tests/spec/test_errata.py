@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance import traceability
-from conformance.sources import collapse
+from conformance.sources import collapse, load_sources
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 # A `says` line marks a claim the document gets wrong, dated, or lost in rendering.
@@ -58,8 +58,11 @@ def test_every_erratum_sits_on_a_case_citing_its_claims(trace: traceability.Trac
 
 
 def test_every_document_has_errata(trace: traceability.Trace) -> None:
-    counts = {d.doc: sum(1 for e, _ in trace.errata if e.doc == d.doc) for d in trace.documents}
-    assert all(counts.values()), counts
+    # PyTorch 2.13's own docstrings describe the version the cases follow: nothing to correct.
+    sources, _ = load_sources(SPEC / "sources.yaml")
+    counts = {d.doc: sum(1 for e, _ in trace.errata if e.doc == d.doc) for d in trace.documents
+              if sources[d.doc].kind != "docstring"}
+    assert counts and all(counts.values()), counts
 
 
 def test_says_marks_exactly_the_claims_with_errata(trace: traceability.Trace) -> None:
