@@ -127,6 +127,9 @@ class Tensor:
                  # An inference tensor: allocated in inference mode, or a view or detach() of
                  # one (refimpl.autograd.grad_mode).
                  "_inference",
+                 # register_post_accumulate_grad_hook's hooks (leaves only), run by the
+                 # leaf's AccumulateGrad once it updated .grad.
+                 "_post_accumulate_grad_hooks",
                  "__weakref__")
 
     # Arithmetic binds after equality, so keep tensors hashable by identity as PyTorch does.
@@ -269,7 +272,7 @@ class Tensor:
             return
         if self._base is not None:
             self._sync_view()
-        self._grad_fn.register_prehook(self._hook_entry(_RetainGrad(self)))
+        self._grad_fn.add_tensor_pre_hook(self._hook_entry(_RetainGrad(self)))
         self._retains_grad = True
 
     def _hook_entry(self, hook: Any) -> Any:
@@ -305,6 +308,21 @@ class Tensor:
             hook = self._hook_entry(hook)
             hooks.insert(at, hook)
         return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Any) -> Any:
+        """Call ``hook(tensor)`` on this leaf once backward has accumulated its ``.grad``; the
+        hook must return None. Returns a handle whose ``remove()`` unregisters the hook."""
+        from refimpl.autograd.graph import RemovableHandle
+
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = []
+        self._post_accumulate_grad_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_grad_hooks, hook)
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
@@ -620,7 +638,7 @@ def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
     if not mine:
         return
     old_fn._pre_hooks = [h for h in old_fn._pre_hooks if h not in mine]
-    new_fn.register_prehook(mine[0])
+    new_fn.add_tensor_pre_hook(mine[0])
 
 
 
@@ -647,6 +665,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._output_nr = 0
     t._zero = False
     t._inference = _grad_mode._state.inference
+    t._post_accumulate_grad_hooks = None
     return t
 
 
@@ -660,6 +679,7 @@ def _wrap_dim(dim: int, ndim: int) -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
     return dim % n
+
 
 # Last: grad_mode's package imports this module, which must be complete by then.
 from refimpl.autograd import grad_mode as _grad_mode  # noqa: E402

@@ -21,17 +21,18 @@ from refimpl.autograd import anomaly_mode, grad_mode
 from refimpl.autograd.graph import AccumulateGrad, Node
 
 
-def _validate(grad: Tensor, node: Node) -> Tensor:
+def _validate(grad: Tensor, node: Node, nr: int = 0) -> Tensor:
+    shape, dtype = node.output_meta(nr) if node._multi_output else (node._shape, node._dtype)
     data = grad._data
-    if data.shape == node._shape and data.dtype == node._dtype:
+    if data.shape == shape and data.dtype == dtype:
         return grad
     from refimpl import _backend
     from refimpl.ops import functional as F
 
-    if data.shape != node._shape:
-        grad = F.sum_to(grad, node._shape)
-    if grad._data.dtype != node._dtype:
-        grad = F.cast_grad(grad, _backend.dtype_of_np(node._dtype))
+    if data.shape != shape:
+        grad = F.sum_to(grad, shape)
+    if grad._data.dtype != dtype:
+        grad = F.cast_grad(grad, _backend.dtype_of_np(dtype))
     return grad
 
 
@@ -184,7 +185,7 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
     grad_mode._state.enabled = create_graph
     try:
         for root, g in zip(roots, root_grads, strict=True):
-            _add(buffers, root, _validate(g, root[0]))
+            _add(buffers, root, _validate(g, *root))
         root_set = set(root_nodes)
         ready = ReadyQueue()
         # Several roots hang off one GraphRoot node whose edges count as dependencies: a root
@@ -225,14 +226,27 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     run = accumulate
                 else:  # run only to reach targets further down
                     run = any(n in needed for n, _ in node.next_functions if n is not None)
+            if run and node._node_pre_hooks:
+                grad = _call_pre_hooks(node, grad)
+                grad_owned = False
             if not run:
                 grads = ()
-            elif type(node) is AccumulateGrad:
+            elif grad is None or multi and all(g is None for g in grad):
+                # A pre-hook took every gradient away: the node computes none.
+                grads = [None] * len(node.next_functions)
+            elif is_leaf:
                 grads = node.apply(grad, grad_owned)
             elif anomaly_mode._enabled:
                 grads = anomaly_mode.apply(node, grad)
             else:
                 grads = node.apply(grad)
+            if run and node._post_hooks:
+                if needed is not None:
+                    # What the hook sees of an edge that leads to no input of grad(): PyTorch's
+                    # node does not compute it.
+                    grads = [g if n is not None and n in needed else None
+                             for g, (n, _) in zip(grads, node.next_functions, strict=True)]
+                grads = _call_post_hooks(node, grads, grad)
             if run and not retain_graph:
                 node.release_variables()
             if needed is not None and not (node in needed and any(
@@ -247,7 +261,7 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     continue
                 g = grads[i] if run else None
                 if g is not None:
-                    g = _validate(g, nxt)
+                    g = _validate(g, *edge)
                     if nxt._multi_output:
                         _add(buffers, edge, g)
                     else:
@@ -277,14 +291,52 @@ def _capture(captured: dict[Edge, Tensor], edges: set[Edge], node: Node, grad: A
         captured[(node, 0)] = grad
 
 
-def _hook_result(hook: Any, grad: Tensor, new: Any) -> Tensor:
-    """The gradient a tensor hook returned, refused where PyTorch refuses it."""
+def _hook_result(hook: Any, grad: Tensor | None, new: Any) -> Tensor:
+    """The gradient a hook returned in place of ``grad``, refused where PyTorch refuses it."""
     if not isinstance(new, Tensor):
-        raise TypeError(f"expected Tensor or None from hook '{_hook_name(hook)}', but got "
-                        f"{type(new).__name__}")
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    if grad is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if new._type_for_messages() != grad._type_for_messages():
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was "
+                           f"{grad._type_for_messages()} got {new._type_for_messages()})")
     if new._data.shape != grad._data.shape:
         raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
     return new
+
+
+def _hook_results(hook: Any, old: tuple[Any, ...], new: Any) -> tuple[Any, ...]:
+    """The tuple of gradients a node hook returned in place of ``old``."""
+    if not isinstance(new, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(new).__name__}'")
+    if len(new) != len(old):
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has returned an incorrect number of "
+                           f"values (got {len(new)}, but expected {len(old)})")
+    return tuple(None if n is None else _hook_result(hook, o, n)
+                 for o, n in zip(old, new, strict=True))
+
+
+def _call_pre_hooks(node: Node, grad: Any) -> Any:
+    """Run ``register_prehook``'s hooks on the node's output gradients (a tuple, None where
+    an output got none); each sees what the previous one returned."""
+    grads = tuple(grad) if node._multi_output else (grad,)
+    for hook in list(node._node_pre_hooks):
+        new = hook(grads)
+        if new is not None:
+            grads = _hook_results(hook, grads, new)
+    return list(grads) if node._multi_output else grads[0]
+
+
+def _call_post_hooks(node: Node, grads: Sequence[Any], grad: Any) -> list[Any]:
+    """Run ``register_hook``'s hooks on what the node computed (one gradient per entry of
+    ``next_functions``) and the gradients it was given."""
+    inputs = tuple(grads)
+    outputs = tuple(grad) if node._multi_output else (grad,)
+    for hook in list(node._post_hooks):
+        new = hook(inputs, outputs)
+        if new is not None:
+            inputs = _hook_results(hook, inputs, new)
+    return list(inputs)
 
 
 def _hook_name(hook: Any) -> str:

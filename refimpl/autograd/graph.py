@@ -11,6 +11,8 @@ tensors: a chain of a million ops keeps only small node objects alive.
 from __future__ import annotations
 
 import itertools
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from refimpl.autograd import anomaly_mode
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
 __all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
-           "OutputHook"]
+           "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -82,8 +84,10 @@ class RemovableHandle:
 class Node:
     """Base of every backward node; ``type(node).__name__`` is PyTorch's class name."""
 
-    __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks", "_seq",
-                 "__weakref__")
+    # _pre_hooks: the hooks of the tensors this node produced (register_hook, retain_grad);
+    # _node_pre_hooks and _post_hooks: the node's own (register_prehook, register_hook).
+    __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks",
+                 "_node_pre_hooks", "_post_hooks", "_seq", "__weakref__")
 
     # Set on each generated subclass: the op-table row whose derivatives this node runs.
     _row: Any = None
@@ -99,11 +103,51 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
-    def register_prehook(self, hook: Any) -> None:
-        """Call ``hook(grad)`` with the gradient flowing into this node before it runs."""
+    def register_prehook(self, hook: Any) -> RemovableHandle:
+        """Call ``hook(grad_outputs)`` before this node runs, with a tuple of the gradients of
+        its outputs (after its tensors' hooks); a tuple it returns replaces them. Returns a
+        handle whose ``remove()`` unregisters the hook."""
+        if self._node_pre_hooks is None:
+            self._node_pre_hooks = []
+        self._node_pre_hooks.append(hook)
+        return RemovableHandle(self._node_pre_hooks, hook)
+
+    def register_hook(self, hook: Any) -> RemovableHandle:
+        """Call ``hook(grad_inputs, grad_outputs)`` after this node ran: ``grad_inputs`` has
+        one gradient per entry of ``next_functions`` (None where none was computed); a tuple
+        it returns replaces them. Returns a handle whose ``remove()`` unregisters the hook."""
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(hook)
+        return RemovableHandle(self._post_hooks, hook)
+
+    def add_tensor_pre_hook(self, hook: Any) -> None:
+        """Run ``hook`` (a tensor's hook, retain_grad's) on the gradient of an output of this
+        node, before the node's own pre-hooks."""
         if self._pre_hooks is None:
             self._pre_hooks = []
         self._pre_hooks.append(hook)
+
+    def __call__(self, *grads: Any) -> Any:
+        """Run the node's backward on ``grads`` (one per output) in the current grad mode,
+        without hooks: the gradient for its one input, or a tuple of them."""
+        if len(grads) != self._outputs:
+            raise TypeError(f"expected {self._outputs} arguments, got {len(grads)} instead")
+        if type(self) is AccumulateGrad:
+            if grads[0] is not None:
+                self.apply(grads[0])
+            return ()
+        if self._multi_output:
+            out = self.apply(list(grads)) if any(g is not None for g in grads) else None
+        else:
+            out = self.apply(grads[0]) if grads[0] is not None else None
+        if out is None:
+            out = [None] * len(self.next_functions)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def output_meta(self, nr: int) -> tuple[tuple[int, ...], Any]:
+        """Shape and dtype of output ``nr`` (its gradient is reduced and cast to them)."""
+        return self._shape, self._dtype
 
     def release_variables(self) -> None:
         """Drop saved tensors, as a backward pass without ``retain_graph`` does."""
@@ -143,7 +187,7 @@ def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:
     node.next_functions = next_functions
     node._saved = None
     node._info = None
-    node._pre_hooks = None
+    node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = output.shape
     node._dtype = output.dtype
     return node
@@ -168,5 +212,95 @@ class AccumulateGrad(Node):
             # The leaf stopped requiring grad (detach_, requires_grad_(False)) after the
             # graph was built: PyTorch's AccumulateGrad then drops the gradient.
             return []
-        self.variable._accumulate_grad(grad, owned)
+        variable = self.variable
+        variable._accumulate_grad(grad, owned)
+        hooks = variable._post_accumulate_grad_hooks
+        if hooks:
+            for hook in list(hooks):
+                if hook(variable) is not None:
+                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         return []
+
+
+class _SavedTensorsHooksState(threading.local):
+    """The ``(pack_hook, unpack_hook)`` pairs of the ``saved_tensors_hooks`` contexts entered
+    in this thread, innermost last: only the innermost pair applies, as in PyTorch."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Any, Any]] = []
+
+
+SAVED_TENSORS_HOOKS = _SavedTensorsHooksState()
+
+
+class saved_tensors_hooks:  # noqa: N801 - PyTorch's name
+    """Context manager under which every tensor a node saves for backward is stored as
+    ``pack_hook(tensor)`` returns it, and read back through ``unpack_hook(packed)``::
+
+        with refimpl.autograd.graph.saved_tensors_hooks(lambda t: t.detach(), lambda t: t):
+            y = x * w      # packs w and x; backward unpacks them
+    """
+
+    def __init__(self, pack_hook: Any, unpack_hook: Any) -> None:
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self) -> None:
+        SAVED_TENSORS_HOOKS.stack.append((self.pack_hook, self.unpack_hook))
+
+    def __exit__(self, *exc: object) -> None:
+        SAVED_TENSORS_HOOKS.stack.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):  # noqa: N801 - PyTorch's name
+    """Saved tensors are kept as copies on the cpu and moved back to their device when
+    backward reads them."""
+
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        def pack(tensor: Tensor) -> tuple[Any, Tensor]:
+            from refimpl import _creation
+
+            packed = _creation.empty(tuple(tensor.shape), dtype=tensor.dtype, device="cpu")
+            packed.copy_(tensor)
+            return tensor.device, packed
+
+        def unpack(packed: tuple[Any, Tensor]) -> Tensor:
+            device, tensor = packed
+            return tensor.to(device)
+
+        super().__init__(pack, unpack)
+
+
+class PackedSaved:
+    """A saved tensor as a pack hook stored it. Unpacking gives the unpack hook's values the
+    saved tensor's place in the graph: its grad_fn (the saving node itself for one of its
+    outputs) or its leaf's AccumulateGrad. PyTorch checks no version counter here: the hooks
+    own the values."""
+
+    __slots__ = ("packed", "unpack_hook", "edge", "output_nr")
+
+    def __init__(self, packed: Any, unpack_hook: Any, edge: tuple[Node | None, int] | None,
+                 output_nr: int = 0) -> None:
+        self.packed = packed
+        self.unpack_hook = unpack_hook
+        self.edge = edge  # None: an output of the node that saved it
+        self.output_nr = output_nr
+
+    def unpack(self, node: Node) -> Tensor:
+        from refimpl._tensor import Tensor, wrap
+
+        data = self.unpack_hook(self.packed)
+        if not isinstance(data, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(data).__name__}")
+        out = wrap(data._data, data._device)
+        out._vc = data._shared_version()
+        fn, nr = (node, self.output_nr) if self.edge is None else self.edge
+        if type(fn) is AccumulateGrad:
+            out._requires_grad = True
+            out._grad_acc = weakref.ref(fn)
+        elif fn is not None:
+            out._grad_fn = fn
+            out._output_nr = nr
+            out._requires_grad = True
+        return out

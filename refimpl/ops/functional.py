@@ -18,7 +18,7 @@ from refimpl import _backend, _creation, _dtype
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
-from refimpl.ops.table import apply, same_device
+from refimpl.ops.table import WrappedNumber, apply, same_device
 
 __all__ = [
     "add", "sub", "rsub", "mul", "div", "true_divide", "pow", "neg", "reciprocal", "matmul",
@@ -81,7 +81,7 @@ def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = F
         if type(second) in (int, float) and arr.dtype.kind == "f":
             # ``tensor (op) number``: the tensor's float type wins.
             other = wrap(_backend.scalar_array(_backend.backend_of(first._device).xp, second,
-                                              arr.dtype), first._device)
+                                              arr.dtype), first._device, WrappedNumber)
             return [first, other], [arr, other._data]
         if isinstance(second, Tensor):
             if broadcast:
@@ -102,7 +102,7 @@ def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = F
                 arr = arr.astype(np_dt)
         elif isinstance(o, _SCALAR_TYPES):
             arr = _backend.scalar_array(xp, o, np_dt)
-            o = wrap(arr, first._device)
+            o = wrap(arr, first._device, WrappedNumber)
         else:
             raise TypeError(f"expected a Tensor or a number, got {type(o).__name__}")
         tensors.append(o)

@@ -65,14 +65,17 @@ from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import anomaly_mode, forward_ad, grad_mode
 from refimpl.autograd.graph import (
     FREED,
+    SAVED_TENSORS_HOOKS,
     SECOND_BACKWARD,
     SEQUENCE,
     Node,
+    PackedSaved,
     message_name,
     modified_message,
 )
 
-__all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device"]
+__all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device", "pack_saved",
+           "WrappedNumber"]
 
 ROWS: dict[str, OpRow] = {}
 
@@ -184,17 +187,20 @@ class OpRow:
         return self._run(node, grad)
 
     def _run(self, node: Node, grad: Tensor) -> list[Tensor | None]:
+        # Every saved tensor is unpacked (and version-checked) once, first: the inputs in
+        # sorted name order, then the result. That order picks the error when several were
+        # modified, and is the order unpack hooks run in.
+        saved = node._saved
+        values: list[Any] = [None] * len(saved) if saved else []
+        for k in self.unpack_order:
+            if saved[k] is not None:
+                values[k] = unpack_saved(node, saved[k])
         if self.variadic:
             formula, spec = self.formulas[0]
-            args = [_resolve(node, s) for s in spec]
+            args = [_resolve(node, values, s) for s in spec]
             grads = list(formula(grad, *args))
             return [g if e[0] is not None else None
                     for g, e in zip(grads, node.next_functions, strict=True)]
-        saved = node._saved
-        if saved and len(self.unpack_order) > 1:
-            for k in self.unpack_order:
-                if saved[k] is not None:
-                    unpack_saved(node, saved[k])
         out: list[Tensor | None] = [None] * len(self.formulas)
         edges = node.next_functions
         for i in self.formula_order:
@@ -202,7 +208,7 @@ class OpRow:
             if edges[i][0] is None or entry is None:
                 continue
             formula, spec = entry
-            out[i] = formula(grad, *[_resolve(node, s) for s in spec])
+            out[i] = formula(grad, *[_resolve(node, values, s) for s in spec])
         return out
 
     def __repr__(self) -> str:
@@ -227,15 +233,17 @@ def defop(name: str, node: str, forward: Callable[..., Any],
     return row
 
 
-def _resolve(node: Node, source: tuple[int, Any]) -> Any:
+def _resolve(node: Node, values: list[Any], source: tuple[int, Any]) -> Any:
     kind, key = source
     if kind == _SAVED:
-        return unpack_saved(node, node._saved[key])
+        return values[key]
     return node._info[key]
 
 
 def unpack_saved(node: Node, entry: tuple) -> Tensor:
     """The tensor a node saved, after checking nobody changed it in place since."""
+    if type(entry) is PackedSaved:
+        return entry.unpack(node)
     tensor, version = entry[0], entry[1]
     if len(entry) == 3:  # a saved input: (tensor, version, it had a grad_fn when saved)
         if entry[2] and tensor._grad_fn is None:
@@ -247,13 +255,15 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         # PyTorch names the saved tensor's grad_fn as it is now: a view whose storage was
         # written since regenerates it (AsStridedBackward0), or refuses as grad_fn access does.
         producer = tensor.grad_fn
-    else:  # the node's own output: (array, version, version counter, None), with no cycle
+    else:  # the node's own output: (array, version, version counter, output number), with no
+        # cycle
         vc = entry[2]
         current = vc[0]
         if current == version:
             out = wrap(tensor, _backend.device_of_array(tensor))
             out._vc = vc
             out._grad_fn = node
+            out._output_nr = entry[3]
             out._requires_grad = True
             return out
         producer = node
@@ -481,7 +491,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     if anomaly_mode._enabled:
         anomaly_mode.record(node)
     node.next_functions = before[0] if before is not None else tuple([edge(t) for t in tensors])
-    node._pre_hooks = None
+    node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
     if row.saved_names:
@@ -495,7 +505,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                 saved.append(None)
             elif name == "result":
                 vc = result._shared_version()  # an in-place result is past version 0
-                saved.append((result._data, vc[0], vc, None))
+                saved.append((result._data, vc[0], vc, 0))
             else:
                 k = row.inputs.index(name)
                 t = tensors[k]
@@ -535,6 +545,39 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         node._info = None
     result._grad_fn = node
     result._requires_grad = True
+    if node._saved and SAVED_TENSORS_HOOKS.stack:
+        pack_saved(node, (result,))
+
+
+class WrappedNumber(Tensor):
+    """A Python number an op took as an operand, as the 0-d tensor the op computes with
+    (PyTorch's wrapped number): saved-tensor hooks never see it."""
+
+    __slots__ = ()
+
+
+def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
+    """Replace what ``node`` saved by what the innermost ``saved_tensors_hooks`` pack hook
+    makes of each tensor (``outputs[k]`` for the node's output ``k``), in saving order. Pack
+    hooks run with grad mode off."""
+    pack, unpack = SAVED_TENSORS_HOOKS.stack[-1]
+    packed = list(node._saved)
+    row = type(node)._row
+    # PyTorch saves an op's inputs in sorted name order, then its result (a row's unpack
+    # order); a custom Function's tensors in the order save_for_backward got them.
+    order = row.unpack_order if row is not None else range(len(packed))
+    with grad_mode.no_grad():
+        for k in order:
+            entry = packed[k]
+            if entry is None or len(entry) == 3 and type(entry[0]) is WrappedNumber:
+                continue
+            if len(entry) == 3:
+                tensor = entry[0]
+                packed[k] = PackedSaved(pack(tensor), unpack, edge(tensor))
+            else:
+                nr = entry[3]
+                packed[k] = PackedSaved(pack(outputs[nr]), unpack, None, nr)
+    node._saved = tuple(packed)
 
 
 def _meta(t: Tensor, what: str) -> Any:

@@ -1,0 +1,319 @@
+"""Custom autograd Functions: ``refimpl.autograd.Function`` and the node it records.
+
+A subclass defines ``forward`` and ``backward`` as static methods, either ``forward(ctx,
+*args)`` or ``forward(*args)`` plus ``setup_context(ctx, inputs, output)``, and is used
+through ``apply``::
+
+    class Exp(refimpl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            result = x.exp()
+            ctx.save_for_backward(result)
+            return result
+
+        @staticmethod
+        def backward(ctx, grad):
+            (result,) = ctx.saved_tensors
+            return grad * result
+
+    y = Exp.apply(x)          # y.grad_fn is an ExpBackward node
+
+``apply`` runs the forward without recording; when grad mode is on and a tensor argument
+requires grad, the tensor outputs become the outputs of one node of class ``<Name>Backward``.
+As in PyTorch that node is the ``ctx`` the forward saw, so what was saved, ``needs_input_grad``
+and any attribute set on it are there for ``backward``. The node takes its edges, saves its
+tensors (version checks, saved-tensor hooks, release after backward) and is run by the engine
+(hooks, ``retain_graph``, ``create_graph``) exactly like an op-table node: the one difference
+is that its gradient formula is the user's ``backward``.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from refimpl._tensor import Tensor, wrap
+from refimpl.autograd import grad_mode
+from refimpl.autograd.graph import FREED, SECOND_BACKWARD, Node, init_node
+
+__all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
+
+ONCE_DIFFERENTIABLE = ("trying to differentiate twice a function that was marked with "
+                       "@once_differentiable")
+LEAF_IN_PLACE = "a leaf Variable that requires grad has been used in an in-place operation."
+
+
+class FunctionCtx:
+    """What ``forward`` (or ``setup_context``) tells ``backward`` through ``ctx``."""
+
+    to_save: tuple[Any, ...] = ()
+    dirty_tensors: tuple[Any, ...] = ()
+    non_differentiable: tuple[Any, ...] = ()
+    materialize_grads = True
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Keep ``tensors`` (or None) for ``backward``, which reads them back through
+        ``saved_tensors`` after checking that none was modified in place since."""
+        self.to_save = tensors
+
+    def mark_dirty(self, *args: Tensor) -> None:
+        """Say which inputs the forward modified in place (they are returned as outputs)."""
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args: Tensor) -> None:
+        """Say which outputs do not require grad; ``backward`` still gets a gradient for each,
+        zeros of its shape."""
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """With False, ``backward`` gets None for an output that received no gradient instead
+        of zeros."""
+        self.materialize_grads = value
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """The node of one ``apply`` of a custom Function, and its ``ctx``; one subclass per
+    Function, named ``<Name>Backward`` as in PyTorch. It has one output per output of the
+    forward (None for a non-tensor one), so the engine hands it a list of gradients."""
+
+    _forward_cls: Any = None
+    _multi_output = True
+    __repr__ = object.__repr__
+
+    def __call__(self, *grads: Any) -> Any:
+        # PyTorch's Python nodes cannot be called; only its C++ nodes can.
+        raise TypeError(f"'{type(self).__name__}' object is not callable")
+
+    def output_meta(self, nr: int) -> tuple[tuple[int, ...], Any]:
+        shape, np_dtype, _, _ = self._output_metas[nr]
+        return shape, np_dtype
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        """The tensors ``save_for_backward`` kept, checked for in-place changes."""
+        from refimpl.ops.table import unpack_saved
+
+        saved = self._saved
+        if saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        return tuple(None if entry is None else unpack_saved(self, entry) for entry in saved)
+
+    def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        """Run the Function's ``backward`` on one gradient per output; one gradient per
+        tensor argument of the forward comes back."""
+        if self.materialize_grads:
+            grads = [_zeros(meta) if g is None and meta is not None else g
+                     for g, meta in zip(grads, self._output_metas, strict=True)]
+        result = self._forward_cls.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        expected = len(self.needs_input_grad)
+        if len(result) > expected and all(g is None for g in result[expected:]):
+            result = result[:expected]
+        if len(result) != expected:
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of "
+                               f"gradients (expected {expected}, got {len(result)})")
+        out = []
+        for i, (g, is_tensor) in enumerate(zip(result, self._tensor_args, strict=True)):
+            if is_tensor:
+                out.append(g)
+            elif g is not None:
+                raise RuntimeError(f"function {self.name()} returned a gradient different than "
+                                   f"None at position {i + 1}, but the corresponding forward "
+                                   "input was not a Variable")
+        return out
+
+
+def _zeros(meta: tuple[Any, ...]) -> Tensor:
+    from refimpl import _creation
+
+    shape, _, dtype, device = meta
+    return _creation.zeros(shape, dtype=dtype, device=device)
+
+
+class FunctionMeta(type):
+    """Gives every Function subclass its node class, ``<Name>Backward``."""
+
+    def __init__(cls, name: str, bases: tuple[type, ...], attrs: dict[str, Any]) -> None:
+        cls._backward_cls = type(f"{name}Backward", (BackwardCFunction,),
+                                 {"_forward_cls": cls, "__module__": __name__,
+                                  "__qualname__": f"{name}Backward"})
+        super().__init__(name, bases, attrs)
+
+
+class Function(FunctionCtx, metaclass=FunctionMeta):
+    """Base class of custom autograd Functions (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            f"{self.__class__} should not be instantiated. Methods on autograd functions are "
+            "all static, so you should invoke them on the class itself. Instantiating an "
+            "autograd function will raise an error in a future version of PyTorch.",
+            DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
+    @staticmethod
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        """Run ``forward`` on ``args`` and record its node when grad mode is on and a tensor
+        argument requires grad."""
+        from refimpl.ops.table import edge
+
+        ctx = cls._backward_cls()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        ctx._tensor_args = tuple(isinstance(a, Tensor) for a in args)
+        recording = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
+        # The edges the inputs have before the forward (which may modify them in place).
+        edges = tuple(edge(a) for a in args if isinstance(a, Tensor)) if recording else ()
+        with grad_mode.no_grad():
+            if cls.setup_context is not Function.setup_context:
+                output = cls.forward(*args)
+                cls.setup_context(ctx, args, output)
+            else:
+                output = cls.forward(ctx, *args)
+        single = not isinstance(output, tuple)
+        outputs = _wrap_outputs(ctx, args, (output,) if single else output, edges, recording)
+        return outputs[0] if single else outputs
+
+
+def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[Any, ...],
+                  edges: tuple[Any, ...], recording: bool) -> tuple[Any, ...]:
+    """PyTorch's ``_wrap_outputs``: make the tensor outputs outputs of ``node`` (an input
+    marked dirty becomes one itself; an input returned unchanged is returned as a view of
+    itself), then save what ``save_for_backward`` named."""
+    dirty = node.dirty_tensors
+    non_differentiable = node.non_differentiable
+    wrapped: list[Any] = []
+    metas: list[Any] = []
+    for nr, out in enumerate(outputs):
+        if not isinstance(out, Tensor):
+            wrapped.append(out)
+            metas.append(None)
+            continue
+        metas.append((out._data.shape, out._data.dtype, out.dtype, out._device))
+        if any(out is d for d in dirty):
+            if recording and out._grad_fn is None and out._requires_grad:
+                raise RuntimeError(LEAF_IN_PLACE)
+            out._bump_version()
+        elif any(out is a for a in args):
+            with grad_mode.no_grad():
+                out = out.view_as(out)
+            out._no_grad_view = False
+        if recording and not any(out is n for n in non_differentiable):
+            out._grad_fn = node
+            out._output_nr = nr
+            out._requires_grad = True
+        wrapped.append(out)
+    if recording:
+        first = next((o for o in wrapped if isinstance(o, Tensor)), None)
+        if first is not None:
+            init_node(node, edges, first._data)
+            node._outputs = len(wrapped)
+            node._output_metas = metas
+            node._saved = _save(node, wrapped)
+    return tuple(wrapped)
+
+
+def _save(node: BackwardCFunction, outputs: list[Any]) -> tuple[Any, ...]:
+    """The saved entries of what ``save_for_backward`` named, as op-table nodes keep theirs
+    (an output of the node is kept without a reference to it), packed by saved-tensor hooks."""
+    from refimpl.autograd.graph import SAVED_TENSORS_HOOKS
+    from refimpl.ops.table import pack_saved
+
+    saved: list[Any] = []
+    for i, t in enumerate(node.to_save):
+        if t is None:
+            saved.append(None)
+        elif not isinstance(t, Tensor):
+            raise TypeError("save_for_backward can only save variables, but argument "
+                            f"{i} is of type {type(t).__name__}")
+        else:
+            nr = next((k for k, o in enumerate(outputs) if o is t), None)
+            if nr is not None and t._grad_fn is node:
+                vc = t._shared_version()
+                saved.append((t._data, vc[0], vc, nr))
+            else:
+                saved.append((t, t._version, t._grad_fn is not None))
+    node._saved = tuple(saved)
+    if saved and SAVED_TENSORS_HOOKS.stack:
+        pack_saved(node, outputs)
+    return node._saved
+
+
+class Error(Node):
+    """PyTorch's ``Error`` node (made by ``DelayedError``): differentiating through it
+    raises its message."""
+
+    def __init__(self, message: str, outputs: Sequence[Tensor]) -> None:
+        from refimpl.ops.table import edge
+
+        self.message = message
+        fakes = [o.detach().requires_grad_() for o in outputs]
+        init_node(self, tuple(edge(f) for f in fakes), outputs[0]._data)
+        self._outputs = len(outputs)
+        self._multi_output = len(outputs) > 1
+        self._metas = [(o._data.shape, o._data.dtype) for o in outputs]
+
+    def name(self) -> str:
+        return "torch::autograd::Error"
+
+    def output_meta(self, nr: int) -> tuple[tuple[int, ...], Any]:
+        return self._metas[nr]
+
+    def apply(self, grad: Any) -> list[Tensor | None]:
+        raise RuntimeError(self.message)
+
+
+def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a Function's ``backward`` that cannot be differentiated: it runs without
+    recording, and when a graph is being built its results lead to an ``Error`` node that
+    raises if a later backward reaches it."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        with grad_mode.no_grad():
+            outputs = fn(ctx, *args)
+        if not grad_mode.is_grad_enabled():
+            return outputs
+        if not any(isinstance(a, Tensor) and a._requires_grad for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        tensors = [o for o in outs if isinstance(o, Tensor)]
+        if not tensors:
+            return outputs
+        node = Error(ONCE_DIFFERENTIABLE, tensors)
+        wrapped = []
+        nr = 0
+        for o in outs:
+            if isinstance(o, Tensor):
+                o = wrap(o._data, o._device)
+                o._grad_fn = node
+                o._output_nr = nr
+                o._requires_grad = True
+                nr += 1
+            wrapped.append(o)
+        return wrapped[0] if single else tuple(wrapped)
+
+    return wrapper
