@@ -88,10 +88,10 @@ def _nonleaf_grads(patch: Patch) -> None:
         recorded = original(row, tensors, params, result, *args, **kwargs)
         ref = weakref.ref(result)
 
-        def keep(grad: Tensor) -> None:
+        def keep(grads: tuple[Tensor, ...]) -> None:
             tensor = ref()
-            if tensor is not None and not tensor._retains_grad:
-                tensor._accumulate_grad(grad)
+            if tensor is not None and not tensor._retains_grad and grads[0] is not None:
+                tensor._accumulate_grad(grads[0])
 
         result._grad_fn.register_prehook(keep)
         return recorded
@@ -148,9 +148,9 @@ def _grad_mode_kept_on_exception(patch: Patch) -> None:
     def exit_(self: Any, exc_type: Any, exc: Any, tb: Any) -> None:
         previous = self._prev.pop()
         if exc_type is None:
-            grad_mode._state.enabled = previous
+            grad_mode._state.enabled, grad_mode._state.inference = previous
 
-    patch.set(grad_mode._GradModeContext, "__exit__", exit_)
+    patch.set(grad_mode._ModeContext, "__exit__", exit_)
 
 
 def _detach_copies(patch: Patch) -> None:
