@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conformance.case import Case
+from conformance.causes import write_expectations
 from conformance.engines import EngineError
 from conformance.executor import DEFAULT_TIMEOUT
 from conformance.expectations import ExpectationsError
@@ -64,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-limit", type=int, default=DEFAULT_MEMORY_MB, metavar="MIB",
                      help=f"address space of each engine's worker process (default "
                           f"{DEFAULT_MEMORY_MB}); 0 for no limit")
+    run.add_argument("--level", choices=("full", "semantics"), default=None,
+                     help="full: PyTorch's surface too (node names, messages, repr, identity); "
+                          "semantics: values, gradients, flags, which step raises or warns "
+                          "(default: the adapter's own level, full for refimpl and torch)")
     run.add_argument("--allow-unavailable", action="store_true",
                      help="report an engine that cannot run here (no CUDA device) as "
                           "unsupported instead of failing")
@@ -73,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", type=Path, metavar="PATH")
     run.add_argument("--junit", type=Path, metavar="PATH")
     run.add_argument("--markdown", type=Path, metavar="PATH")
+    run.add_argument("--html", type=Path, metavar="PATH",
+                     help="one self-contained HTML report (topic by engine, failures to expand)")
+    run.add_argument("--write-expectations", type=Path, metavar="PATH",
+                     help="write an expectations file of this run's failures, grouped by cause, "
+                          "one reason to fill in per group (one engine only)")
     run.add_argument("--repro-dir", type=Path, metavar="DIR",
                      help="write a standalone repro script per failure into DIR")
     run.add_argument("-q", "--quiet", action="store_true", help="do not print failures")
@@ -173,7 +183,12 @@ def _positive(text: str) -> float:
 def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]) -> int:
     specs = args.engine or ["refimpl"]
     outputs = [(kind, path) for kind, path in (("json", args.json), ("junit", args.junit),
-                                               ("markdown", args.markdown)) if path]
+                                               ("markdown", args.markdown), ("html", args.html))
+               if path]
+    if args.write_expectations is not None and len(specs) != 1:
+        print("error: --write-expectations writes one engine's file: run one --engine",
+              file=sys.stderr)
+        return 2
     try:
         # Before anything runs: a report that cannot be written is found now, and no earlier
         # run's report is left looking like this run's.
@@ -198,7 +213,7 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
         overrides = _expectation_overrides(args.expectations, workers)
         with _stop_on_sigterm():
             report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
-                               all_case_ids=all_ids)
+                               all_case_ids=all_ids, level=args.level)
     except (EngineError, ExpectationsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -206,7 +221,11 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
         for worker in workers:
             worker.close()
     # The reports first: a reader that went away (`run ... | head`) must not cost them.
-    write_reports(report, args.json, args.junit, args.markdown)
+    write_reports(report, args.json, args.junit, args.markdown, args.html)
+    if args.write_expectations is not None:
+        run = report.runs[0]
+        write_expectations(args.write_expectations, run.engine.name,
+                           [r for r in run.results if r.verdict_at(run.level) != "passed"])
     if args.repro_dir is not None:
         _write_repros(report, args.repro_dir)
     with contextlib.suppress(BrokenPipeError):

@@ -44,6 +44,14 @@ class NoValues:
         self.device = device
 
 
+class Unreadable:
+    """Stands for a tensor the adapter failed to turn into NumPy (its error is the message)."""
+
+    def __init__(self, name: str, error: str) -> None:
+        self.name = name
+        self.error = error
+
+
 def no_values_message(shape: list[int], dtype: str, device: str) -> str:
     """What to write instead of a value expectation for a tensor that has no values."""
     return (f"values of a {device} tensor cannot be read; expect its shape/dtype/device "
@@ -206,6 +214,11 @@ def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
             return (f"the expected value reads {unreadable[0].name}, a "
                     f"{unreadable[0].device} tensor whose values cannot be read; expect its "
                     "shape/dtype/device instead")
+        failed = [arrays[name] for name in code.co_names
+                  if isinstance(arrays.get(name), Unreadable)]
+        if failed:
+            return (f"the expected value reads {failed[0].name}, and the adapter failed to "
+                    f"read it back: {failed[0].error}")
         want = np.asarray(eval_np(spec["np"], arrays))
     elif "value" in spec:
         if isinstance(spec["value"], (str, Mapping)):

@@ -24,21 +24,25 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import CodeType
 from typing import Any
 
 import numpy as np
 
 from conformance.case import Case, Raises, Step, Warn
-from conformance.compare import NoValues, compare, describe, helpers
+from conformance.compare import NoValues, Unreadable, compare, describe, helpers
 from conformance.engines.base import Engine
 from conformance.expectations import Entry, Expectations
 from conformance.sandbox import case_builtins
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
+LEVELS = ("full", "semantics")
+"""`semantics` checks what every engine with PyTorch's autograd model must do (values, gradients,
+shapes, dtypes, flags, which step raises or warns); `full` adds PyTorch's surface (node names,
+graph text, exception class and stage, message and warning text, repr, object identity)."""
 DEFAULT_TIMEOUT = 10.0
 TRIGGERED = re.compile(r"\s*\(Triggered internally at .*\)\s*\Z", re.DOTALL)
 FLAG_METHODS = {"requires_grad_", "retain_grad", "detach_"}
@@ -47,8 +51,28 @@ OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.AugAssign)
 
 
 @dataclass
+class Check:
+    """One failed check of a case: the step, what was observed, and its level."""
+
+    step: int
+    level: str
+    """`semantics` or `surface` (see LEVELS), derived from the observation itself."""
+    what: str
+    """The observation (an `expect` key), `raises`, or `warns`."""
+    message: str
+    expected: str | None = None
+    actual: str | None = None
+    snippet: str | None = None
+
+
+@dataclass
 class CaseResult:
-    """The outcome of one case on one engine (one row of every report)."""
+    """The outcome of one case on one engine (one row of every report).
+
+    A case runs every step it can and records every failed check (`checks`); the headline
+    fields (`step`, `message`, `expected`, `actual`) are those of the first semantic failure,
+    or of the first failure when all are surface. `verdict` is at the `full` level;
+    `verdict_at("semantics")` leaves the surface checks out."""
 
     case_id: str
     engine: str
@@ -63,26 +87,37 @@ class CaseResult:
     seed: int = 0
     reason: str | None = None
     """The expectations file's reason for `xfail`, `stale` or a skip."""
+    checks: list[Check] = field(default_factory=list)
+    level: str = "full"
+    """The level `ok` and the reports' headline verdict are read at."""
+
+    def verdict_at(self, level: str) -> str:
+        """The verdict at `level`: at `semantics`, a case whose every failed check is surface
+        has passed (an expectations entry for it is still needed at `full`, so not stale)."""
+        if level == "semantics" and self.verdict in ("failed", "xfail") and self.checks \
+                and all(check.level == "surface" for check in self.checks):
+            return "passed"
+        return self.verdict
 
     @property
     def ok(self) -> bool:
-        return self.verdict not in ("failed", "error")
+        return self.verdict_at(self.level) not in ("failed", "error")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verdicts": {level: self.verdict_at(level) for level in LEVELS}}
 
 
 class CaseTimeout(BaseException):
     """Raised inside a case by the watchdog (a BaseException, so snippets cannot swallow it)."""
 
 
-class _StepFailure(Exception):
-    def __init__(self, message: str, statement: str | None = None, expected: str | None = None,
-                 actual: str | None = None) -> None:
-        super().__init__(message)
-        self.statement = statement
-        self.expected = expected
-        self.actual = actual
+class _AdapterFailure(Exception):
+    """The adapter itself failed (turning a value into NumPy, naming a node): an `error`."""
+
+
+class _Stop(Exception):
+    """A step raised where it should not: later steps would run on a state the case never
+    meant, so the case stops here (its checks so far are kept)."""
 
 
 def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = None, *,
@@ -141,27 +176,35 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
              base: dict[str, Any]) -> CaseResult:
     index: int | None = None
     step: Step | None = None
+    checks: list[Check] = []
     try:
         with _watchdog(timeout):
             try:
                 engine.reset()
                 namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins)
                 for index, step in enumerate(case.steps):
-                    _run_step(case, index, step, engine, namespace)
+                    _run_step(case, index, step, engine, namespace, checks)
             finally:
                 engine.reset()
     except CaseTimeout:
         return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
-                          message=f"timed out after {timeout:g} s", **base)
-    except _StepFailure as failure:
-        return CaseResult(verdict="failed", step=index, snippet=failure.statement or step.run,
-                          expected=failure.expected, actual=failure.actual,
-                          message=str(failure), **base)
+                          message=f"timed out after {timeout:g} s", checks=checks, **base)
+    except _Stop:
+        pass
+    except _AdapterFailure as exc:
+        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
+                          message=str(exc), checks=checks, **base)
     except Exception as exc:  # noqa: BLE001 - a crash in one case must not stop the run
         return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
                           message=f"the runner crashed: {type(exc).__name__}: {exc}\n"
-                          f"{traceback.format_exc(limit=-8)}", **base)
-    return CaseResult(verdict="passed", **base)
+                          f"{traceback.format_exc(limit=-8)}", checks=checks, **base)
+    if not checks:
+        return CaseResult(verdict="passed", **base)
+    head = next((c for c in checks if c.level == "semantics"), checks[0])
+    more = f" (and {len(checks) - 1} more failed check(s))" if len(checks) > 1 else ""
+    return CaseResult(verdict="failed", step=head.step, snippet=head.snippet,
+                      expected=head.expected, actual=head.actual, message=head.message + more,
+                      checks=checks, **base)
 
 
 def new_namespace(engine: Engine, rng: np.random.Generator,
@@ -196,14 +239,21 @@ def _watchdog(timeout: float | None) -> Iterator[None]:
 
 
 def _run_step(case: Case, index: int, step: Step, engine: Engine,
-              namespace: dict[str, Any]) -> None:
+              namespace: dict[str, Any], checks: list[Check]) -> None:
     statements = [(statement, compile(ast.Module([statement], []),
                                       f"<{case.id} step {index}>", "exec"))
                   for statement in ast.parse(step.run).body]
     raised, caught = run_statements(statements, namespace)
-    _check_raised(step.raises, raised, engine, step.run)
-    _check_warnings(step.warns, caught, engine)
-    _check_expect(step, engine, namespace)
+
+    def fail(level: str, what: str, message: str, expected: str | None = None,
+             actual: str | None = None, snippet: str | None = None) -> None:
+        checks.append(Check(index, level, what, message, expected, actual, snippet or step.run))
+
+    unexpected = _check_raised(step.raises, raised, engine, step.run, fail)
+    _check_warnings(step.warns, caught, engine, fail)
+    if unexpected:
+        raise _Stop
+    _check_expect(step, engine, namespace, fail)
 
 
 def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: dict[str, Any]
@@ -226,18 +276,20 @@ def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: d
 
 
 def _check_raised(spec: Raises | None, raised: tuple[Exception, ast.stmt] | None,
-                  engine: Engine, source: str) -> None:
+                  engine: Engine, source: str, fail: Callable[..., None]) -> bool:
+    """Check the step's error; True when it raised where the case expects no error."""
     if raised is None:
         if spec is not None:
-            raise _StepFailure(f"expected {spec.type} to be raised, nothing was raised",
-                               expected=_raises_text(spec, engine), actual="no error")
-        return
+            fail("semantics", "raises", f"expected {spec.type} to be raised, nothing was raised",
+                 expected=_raises_text(spec, engine), actual="no error")
+        return False
     exc, statement = raised
     text = ast.get_source_segment(source, statement) or ast.unparse(statement)
     actual = f"{type(exc).__name__} ({stage(statement)}): {exc}"
     if spec is None:
-        raise _StepFailure(f"unexpected {type(exc).__name__}: {exc}", statement=text,
-                           expected="no error", actual=actual)
+        fail("semantics", "raises", f"unexpected {type(exc).__name__}: {exc}",
+             expected="no error", actual=actual, snippet=text)
+        return True
     names = [cls.__name__ for cls in type(exc).__mro__]
     problem = None
     if spec.type not in names:
@@ -249,8 +301,11 @@ def _check_raised(spec: Raises | None, raised: tuple[Exception, ast.stmt] | None
         if not message_matches(str(exc), expected_message, engine.message_strictness):
             problem = f"wrong message for {spec.type} ({engine.message_strictness} comparison)"
     if problem is not None:
-        raise _StepFailure(problem, statement=text, expected=_raises_text(spec, engine),
-                           actual=actual)
+        # The step raised where it should: which exception, where and how it is worded is
+        # PyTorch's surface.
+        fail("surface", "raises", problem, expected=_raises_text(spec, engine), actual=actual,
+             snippet=text)
+    return False
 
 
 def _raises_text(spec: Raises, engine: Engine) -> str:
@@ -275,8 +330,8 @@ def clean_warning(message: str) -> str:
 
 
 def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMessage],
-                    engine: Engine) -> None:
-    actual = [(w.category, clean_warning(str(w.message))) for w in caught]
+                    engine: Engine, fail: Callable[..., None]) -> None:
+    actual = list(dict.fromkeys((w.category, clean_warning(str(w.message))) for w in caught))
 
     def matches(want: Warn, category: type, text: str) -> bool:
         names = [cls.__name__ for cls in category.__mro__]
@@ -285,38 +340,77 @@ def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMes
 
     expected_text = "; ".join(f"{w.type}: {w.message_for(engine.torch_version)}"
                               for w in expected) or "no warning"
-    actual_text = "; ".join(dict.fromkeys(f"{c.__name__}: {t}" for c, t in actual)) \
-        or "no warning"
-    for want in expected:
-        if not any(matches(want, category, text) for category, text in actual):
-            raise _StepFailure(f"expected warning {want.type} was not emitted",
-                               expected=expected_text, actual=actual_text)
-    for category, text in actual:
-        if not any(matches(want, category, text) for want in expected):
-            raise _StepFailure(f"unexpected warning {category.__name__}: {text}",
-                               expected=expected_text, actual=actual_text)
+    actual_text = "; ".join(f"{c.__name__}: {t}" for c, t in actual) or "no warning"
+    # Whether the step warns is semantics; which category and text is surface.
+    missing = [w for w in expected if not any(matches(w, c, t) for c, t in actual)]
+    extra = [(c, t) for c, t in actual if not any(matches(w, c, t) for w in expected)]
+    for index, want in enumerate(missing):
+        level = "surface" if index < len(extra) else "semantics"
+        fail(level, "warns", f"expected warning {want.type} was not emitted",
+             expected=expected_text, actual=actual_text)
+    for index, (category, text) in enumerate(extra):
+        if index < len(missing):
+            continue  # counted above: a warning came, worded otherwise
+        fail("semantics", "warns", f"unexpected warning {category.__name__}: {text}",
+             expected=expected_text, actual=actual_text)
 
 
-def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any]) -> None:
+def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any],
+                  fail: Callable[..., None]) -> None:
     if not step.expect:
         return
-    arrays = {name: engine.to_numpy(value) if engine.has_values(value)
-              else NoValues(name, engine.device_name(value))
-              for name, value in namespace.items()
-              if not name.startswith("_") and engine.is_tensor(value)}
+    arrays: dict[str, Any] = {}
+    for name, value in namespace.items():
+        if name.startswith("_") or not engine.is_tensor(value):
+            continue
+        if not engine.has_values(value):
+            arrays[name] = NoValues(name, engine.device_name(value))
+            continue
+        try:
+            arrays[name] = engine.to_numpy(value)
+        except Exception as exc:  # noqa: BLE001 - the adapter's failure, reported where used
+            arrays[name] = Unreadable(name, f"{type(exc).__name__}: {exc}")
     for key, expected in step.expect:
+        level = observation_level(key, expected)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 observed = eval(compile(key, f"<expect {key}>", "eval"), namespace)
             except Exception as exc:  # noqa: BLE001 - an observation that raises fails the step
-                raise _StepFailure(f"{key}: observing raised {type(exc).__name__}: {exc}",
-                                   expected=repr(expected),
-                                   actual=f"{type(exc).__name__}: {exc}") from None
-            problem = compare(observed, expected, engine, arrays)
+                fail("semantics", key, f"{key}: observing raised {type(exc).__name__}: {exc}",
+                     expected=repr(expected), actual=f"{type(exc).__name__}: {exc}")
+                continue
+            try:
+                problem = compare(observed, expected, engine, arrays)
+                shown = describe(observed, engine) if problem is not None else None
+            except Exception as exc:  # noqa: BLE001 - the adapter could not read the value back
+                raise _AdapterFailure(
+                    f"{key}: the engine's adapter failed while reading the observed value back: "
+                    f"{type(exc).__name__}: {exc}") from exc
         if problem is not None:
-            raise _StepFailure(f"{key}: {problem}", expected=repr(expected),
-                               actual=describe(observed, engine))
+            fail(level, key, f"{key}: {problem}", expected=repr(expected), actual=shown)
+
+
+# Observations that show PyTorch's face rather than its autograd model.
+SURFACE_HELPERS = frozenset({"grad_fn_name", "node_name", "graph", "repr", "str", "type"})
+
+
+def observation_level(key: str, expected: Any) -> str:
+    """`surface` when the observation reads a node's name, graph text, repr or type, or the
+    identity of objects (`is`); `semantics` otherwise. Whether a tensor has a grad_fn at all
+    (`grad_fn_name(y): null`) is semantics."""
+    tree = ast.parse(key, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot))
+                                                 for op in node.ops):
+            return "surface"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in SURFACE_HELPERS:
+            if node is tree.body and node.func.id in ("grad_fn_name", "graph") \
+                    and expected is None:
+                continue
+            return "surface"
+    return "semantics"
 
 
 def stage(statement: ast.stmt) -> str:

@@ -10,6 +10,7 @@ safe for each format: no control characters in XML, no lone surrogates anywhere.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -19,6 +20,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from conformance.causes import by_cause
+from conformance.executor import LEVELS
 from conformance.suite import SuiteReport, suite_info
 
 COLUMNS = ("passed", "failed", "error", "unsupported", "xfail")
@@ -44,6 +47,9 @@ def running_placeholder(kind: str) -> str:
     if kind == "json":
         return json.dumps({"status": "running", "started": started,
                            "suite": suite_info()}, indent=2) + "\n"
+    if kind == "html":
+        return (f"<!DOCTYPE html><html><body><p>A run is in progress (started {started}); "
+                "this file is replaced when it ends.</p></body></html>\n")
     if kind == "junit":
         return ("<?xml version='1.0' encoding='utf-8'?>\n<testsuites name=\"autograd-conformance\" "
                 f"tests=\"0\"><!-- run in progress since {started} --></testsuites>\n")
@@ -78,8 +84,11 @@ def summary_table(report: SuiteReport) -> str:
     for run in report.runs:
         engine = run.engine
         state = "" if engine.available else f"  UNAVAILABLE: {engine.unavailable_reason}"
-        lines.append(f"{engine.name}: {engine.version} on {engine.device}, "
-                     f"{run.wall_s:.2f} s{state}")
+        other = "semantics" if run.level == "full" else "full"
+        counts = run.summary(level=other)
+        lines.append(f"{engine.name}: {engine.version} on {engine.device}, level {run.level} "
+                     f"(at {other}: {counts['passed']} passed, {counts['failed']} failed, "
+                     f"{counts['error']} error), {run.wall_s:.2f} s{state}")
         for entry in run.unused_expectations:
             lines.append(f"  stale expectation in {run.expectations_source}:{entry.line}: "
                          f"{entry.prefix} matches no case")
@@ -99,6 +108,10 @@ def failure_text(result: Any) -> str:
         lines.append(f"  expected: {result.expected}")
     if result.actual is not None:
         lines.append(f"  actual:   {result.actual}")
+    checks = getattr(result, "checks", None) or []
+    if len(checks) > 1:
+        lines.append("  every failed check:")
+        lines += [f"    step {c.step} [{c.level}] {c.message}" for c in checks]
     return "\n".join(lines)
 
 
@@ -111,7 +124,12 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
             {
                 **run.engine.describe(),
                 "wall_time_s": round(run.wall_s, 4),
+                "level": run.level,
                 "summary": run.summary(),
+                "summaries": {level: run.summary(level=level) for level in LEVELS},
+                "causes": [{"level": c.level, "cause": c.text, "count": c.count,
+                            "cases": c.case_ids}
+                           for c in by_cause(_at_level(run))],
                 "stale_expectations": [
                     {"prefix": e.prefix, "reason": e.reason, "line": e.line}
                     for e in run.unused_expectations
@@ -169,6 +187,32 @@ def to_markdown(report: SuiteReport) -> str:
         counts = run.summary()
         lines.append(f"| {run.engine.name} | {run.engine.version} | {run.engine.device} | "
                      + " | ".join(str(counts[c]) for c in columns) + " |")
+    lines += ["", "## Both levels", "",
+              "`full` holds an engine to PyTorch's surface too (node names, messages, repr, "
+              "identity); `semantics` to values, gradients, flags and which step raises or "
+              "warns.", "", "| engine | level run | full: passed | failed | semantics: passed "
+              "| failed |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for run in report.runs:
+        full, semantic = run.summary(level="full"), run.summary(level="semantics")
+        lines.append(f"| {run.engine.name} | {run.level} | {full['passed']} | {full['failed']} "
+                     f"| {semantic['passed']} | {semantic['failed']} |")
+    for run in report.runs:
+        causes = by_cause(_at_level(run))
+        if causes:
+            lines += ["", f"## What to fix first: {run.engine.name}", "",
+                      "| level | cases | cause | e.g. |", "| --- | ---: | --- | --- |"]
+            lines += [f"| {c.level} | {c.count} | {_cell(c.text)} | `{c.case_ids[0]}` |"
+                      for c in causes]
+    for run in report.runs:
+        reasons: dict[str, list[str]] = {}
+        for result in run.results:
+            if result.verdict_at(run.level) == "xfail":
+                reasons.setdefault(result.reason or "", []).append(result.case_id)
+        if reasons:
+            lines += ["", f"## Expected divergences: {run.engine.name}", "",
+                      "| cases | reason | e.g. |", "| ---: | --- | --- |"]
+            lines += [f"| {len(ids)} | {_cell(reason)} | `{ids[0]}` |"
+                      for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1]))]
     lines += ["", "## By topic", "", "| topic | engine | " + " | ".join(columns) + " |",
               "| --- | --- | " + " | ".join("---:" for _ in columns) + " |"]
     for topic in report.topics():
@@ -176,13 +220,98 @@ def to_markdown(report: SuiteReport) -> str:
             counts = run.summary(topic)
             lines.append(f"| {topic} | {run.engine.name} | "
                          + " | ".join(str(counts[c]) for c in columns) + " |")
-    bad = [r for run in report.runs for r in run.results if r.verdict in ("failed", "error")]
+    bad = [r for run in report.runs for r in _at_level(run)]
     if bad:
         lines += ["", "## Failures", ""]
         for result in bad:
             lines += [f"### `{result.case_id}` on {result.engine}", "", "```text",
                       failure_text(result), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f3f3f3}td.n{text-align:right}.passed{background:#e6f4ea}.failed{background:#fce8e6}
+.mixed{background:#fef7e0}details{margin:.3em 0}summary{cursor:pointer}
+pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
+.surface{color:#666}.semantics{color:#a50e0e;font-weight:600}
+"""
+
+
+def to_html(report: SuiteReport) -> str:
+    """One self-contained HTML file (no server, no script): totals at both levels, what to
+    fix first, a topic by engine matrix, and each failure expandable to its checks, snippet,
+    expected, actual and repro script."""
+    e = html.escape
+    info = suite_info()
+    out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+           "<title>Conformance report</title>", f"<style>{_CSS}</style></head><body>",
+           "<h1>Conformance report</h1>",
+           f"<p>Suite {e(str(info['version']))} (commit {e(str(info['commit'] or 'unknown'))}),"
+           f" {len(report.cases)} cases, {report.wall_s:.2f} s.</p>"]
+    if report.interrupted:
+        out.append("<p><strong>Interrupted:</strong> only the cases that ran are counted.</p>")
+    out.append("<table><tr><th>engine</th><th>version</th><th>level</th>" + "".join(
+        f"<th>{c}</th>" for c in COLUMNS) + "<th>semantics: passed</th><th>failed</th></tr>")
+    for run in report.runs:
+        counts, semantic = run.summary(), run.summary(level="semantics")
+        out.append(f"<tr><td>{e(run.engine.name)}</td><td>{e(str(run.engine.version))}</td>"
+                   f"<td>{run.level}</td>" + "".join(f"<td class=n>{counts[c]}</td>"
+                                                    for c in COLUMNS)
+                   + f"<td class=n>{semantic['passed']}</td>"
+                     f"<td class=n>{semantic['failed']}</td></tr>")
+    out.append("</table>")
+    for run in report.runs:
+        causes = by_cause(_at_level(run))
+        if causes:
+            out.append(f"<h2>What to fix first: {e(run.engine.name)}</h2><table><tr><th>level"
+                       "</th><th>cases</th><th>cause</th><th>cases</th></tr>")
+            out += [f"<tr><td class={c.level}>{c.level}</td><td class=n>{c.count}</td>"
+                    f"<td>{e(c.text)}</td><td>{e(', '.join(c.case_ids[:3]))}"
+                    f"{' ...' if c.count > 3 else ''}</td></tr>" for c in causes]
+            out.append("</table>")
+    out.append("<h2>Topics by engine</h2><table><tr><th>topic</th>" + "".join(
+        f"<th>{e(run.engine.name)}</th>" for run in report.runs) + "</tr>")
+    for topic in report.topics():
+        cells = []
+        for run in report.runs:
+            counts = run.summary(topic)
+            bad = counts["failed"] + counts["error"]
+            ran = counts["passed"] + bad + counts["xfail"] + counts.get("stale", 0)
+            kind = "failed" if bad else ("passed" if counts["xfail"] == 0 else "mixed")
+            cells.append(f"<td class={kind}>{counts['passed']}/{ran} passed"
+                         + (f", {bad} failing" if bad else "")
+                         + (f", {counts['xfail']} xfail" if counts["xfail"] else "") + "</td>")
+        out.append(f"<tr><td>{e(topic)}</td>{''.join(cells)}</tr>")
+    out.append("</table>")
+    for run in report.runs:
+        failing = _at_level(run)
+        if not failing:
+            continue
+        out.append(f"<h2>Failures on {e(run.engine.name)} ({len(failing)})</h2>")
+        for result in failing:
+            checks = "".join(f"<li class={c.level}>step {c.step} [{c.level}] {e(c.message)}"
+                             "</li>" for c in result.checks)
+            repro = run.repros.get(result.case_id)
+            out.append(
+                f"<details><summary><code>{e(result.case_id)}</code>: {e(result.verdict)} - "
+                f"{e((result.message.splitlines() or [''])[0])}</summary>"
+                + (f"<ul>{checks}</ul>" if checks else "")
+                + f"<pre>{e(failure_text(result))}</pre>"
+                + (f"<details><summary>repro script</summary><pre>{e(repro)}</pre></details>"
+                   if repro else "") + "</details>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _at_level(run: Any) -> list[Any]:
+    """The run's failed and errored results at its level."""
+    return [r for r in run.results if r.verdict_at(run.level) in ("failed", "error")]
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -201,7 +330,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_reports(report: SuiteReport, json_path: Path | None = None,
-                  junit_path: Path | None = None, markdown_path: Path | None = None) -> None:
+                  junit_path: Path | None = None, markdown_path: Path | None = None,
+                  html_path: Path | None = None) -> None:
     # Render everything first, so a failure while rendering writes no file at all.
     rendered = []
     if json_path is not None:
@@ -211,5 +341,7 @@ def write_reports(report: SuiteReport, json_path: Path | None = None,
         rendered.append((junit_path, to_junit(report)))
     if markdown_path is not None:
         rendered.append((markdown_path, to_markdown(report)))
+    if html_path is not None:
+        rendered.append((html_path, to_html(report)))
     for path, text in rendered:
         write_atomic(path, text)

@@ -99,8 +99,10 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         engine.repro_prelude().rstrip(),
     ]
     if engine.repro_prelude().startswith("import"):
-        lines.append(RANDOM.rstrip())
-    lines += [HELPERS.rstrip(), "", 'warnings.simplefilter("always")']
+        # A torch-like module imported on its own: the script draws the runner's numbers and
+        # defines the helpers itself. An adapter's prelude brings both from the adapter.
+        lines += [RANDOM.rstrip(), HELPERS.rstrip()]
+    lines += ["", 'warnings.simplefilter("always")']
     for index, step in enumerate(steps):
         lines += ["", f"# step {index}"]
         if step.raises is not None:

@@ -43,8 +43,13 @@ class EngineRun:
     repros: dict[str, str] = field(default_factory=dict)
     """Repro scripts of the failed and errored cases, by case id (from engines in workers)."""
 
-    def summary(self, topic: str | None = None) -> dict[str, int]:
-        counts = Counter(r.verdict for r in self.results if topic is None or r.topic == topic)
+    level: str = "full"
+    """The level this engine's verdicts are read at (`--level`, else the adapter's own)."""
+
+    def summary(self, topic: str | None = None, level: str | None = None) -> dict[str, int]:
+        level = level or self.level
+        counts = Counter(r.verdict_at(level) for r in self.results
+                         if topic is None or r.topic == topic)
         return {key: counts.get(key, 0) for key in SUMMARY_KEYS}
 
 
@@ -72,10 +77,11 @@ def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineWorkers], 
               expectations: dict[str, Path] | None = None,
               all_case_ids: Sequence[str] | None = None,
               on_result: Callable[[EngineRun, CaseResult], None] | None = None,
-              stop: threading.Event | None = None) -> SuiteReport:
+              stop: threading.Event | None = None, level: str | None = None) -> SuiteReport:
     """Run every case on every engine. `expectations` overrides an engine's expectations file
     (keyed by engine name). An expectations entry is stale only when it matches none of
-    `all_case_ids` (default: the cases run), so running a selection reports none."""
+    `all_case_ids` (default: the cases run), so running a selection reports none. `level`
+    (`full` or `semantics`) is the level verdicts are read at; None: each adapter's own."""
     start = time.perf_counter()
     stop = stop or threading.Event()
     lock = threading.Lock()
@@ -84,11 +90,13 @@ def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineWorkers], 
     for engine in engines:
         info = engine.engine if isinstance(engine, EngineWorkers) else engine
         path = (expectations or {}).get(info.name, info.expectations)
-        run = EngineRun(info, expectations_source=str(path) if path else None)
+        run = EngineRun(info, expectations_source=str(path) if path else None,
+                        level=level or getattr(info, "level", "full"))
         run.unused_expectations = Expectations.load(path).unused(known_ids)
         runs.append((run, engine, Expectations.load(path)))
 
     def record(run: EngineRun, result: CaseResult) -> None:
+        result.level = run.level
         with lock:
             run.results.append(result)
             if on_result is not None:

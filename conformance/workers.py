@@ -71,6 +71,7 @@ class RemoteEngine:
     device: str
     torch_version: str
     message_strictness: str
+    level: str
     features: frozenset[str]
     expectations: Path | None
     unavailable_reason: str | None
@@ -90,6 +91,7 @@ class RemoteEngine:
             "device": self.device,
             "torch_version": self.torch_version,
             "message_strictness": self.message_strictness,
+            "level": self.level,
             "available": self.available,
             "unavailable_reason": self.unavailable_reason,
         }
@@ -268,7 +270,7 @@ class EngineWorkers:
                                    f"({_what_happened(exc, START_TIMEOUT_S)})") from None
         return RemoteEngine(spec=self.spec, **{k: facts[k] for k in (
             "name", "version", "device", "torch_version", "message_strictness", "features",
-            "expectations", "unavailable_reason")})
+            "expectations", "unavailable_reason")}, level=str(facts.get("level", "full")))
 
     def run(self, case: Case, seed: int | None = None, *,
             timeout: float = DEFAULT_TIMEOUT) -> CaseResult:

@@ -24,7 +24,12 @@ from conformance.engines.generic import TorchLikeEngine
 ENTRY_POINT_GROUP = "autograd_conformance.engines"
 # The third-party adapters this package ships, as pyproject.toml declares them under
 # ENTRY_POINT_GROUP; listed here too so their names work from a checkout that is not installed.
-SHIPPED = {"mygrad": "conformance.engines.mygrad_adapter:make_engine"}
+SHIPPED = {
+    "mygrad": "conformance.engines.mygrad_adapter:make_engine",
+    "tinygrad": "conformance.engines.tinygrad_adapter:make_engine",
+    "jax": "conformance.engines.jax_adapter:make_engine",
+    "paddle": "conformance.engines.paddle_adapter:make_engine",
+}
 
 __all__ = [
     "ENTRY_POINT_GROUP", "Engine", "EngineError", "EngineUnavailable", "Strictness",
@@ -74,6 +79,12 @@ def plugin_names() -> list[str]:
 
 def load_engine(spec: str) -> Engine:
     """The engine named by `spec`: built-in name, entry point name, or `module:factory`."""
+    engine = _load(spec)
+    engine.spec = spec
+    return engine
+
+
+def _load(spec: str) -> Engine:
     if spec in BUILTINS:
         return BUILTINS[spec]()
     factory: Callable[[], Any] | None = None

@@ -42,6 +42,9 @@ class Engine(ABC):
     torch_version: str = "2.13.0"
     """The PyTorch version whose messages the engine is held to (selects `messages` ranges)."""
     message_strictness: Strictness = "exact"
+    level: str = "full"
+    """The conformance level the engine is held to by default: `full` (PyTorch's surface too:
+    node names, messages, repr) or `semantics` (values, gradients, flags, which step raises)."""
     features: frozenset[str] = frozenset()
     expectations: Path | None = None
     """The implementer's skip/xfail file (see `conformance.expectations`), if any."""
@@ -91,13 +94,22 @@ class Engine(ABC):
     def device_name(self, tensor: Any) -> str:
         return str(tensor.device)
 
+    spec: str | None = None
+    """How the engine was named when it was loaded (`mygrad`, `pkg.adapter:make_engine`); set
+    by `load_engine`, so a repro script can load it the same way."""
+
     def repro_prelude(self) -> str:
-        """Python lines that bind `torch`, `nn` and `F` in a standalone repro script."""
+        """Python lines that bind `torch`, `nn`, `F` and the observation helpers (through this
+        adapter's own hooks: node names, next_functions, dtype names, to_numpy) in a
+        standalone repro script."""
         return (
+            "from conformance.compare import helpers\n"
             "from conformance.engines import load_engine\n"
             "import numpy as np\n"
-            f"_namespace = load_engine({self.name!r}).namespace(np.random.default_rng(SEED))\n"
+            f"_engine = load_engine({(self.spec or self.name)!r})\n"
+            "_namespace = _engine.namespace(np.random.default_rng(SEED))\n"
             "torch, nn, F = _namespace['torch'], _namespace['nn'], _namespace['F']\n"
+            "globals().update(helpers(_engine))\n"
         )
 
     def describe(self) -> dict[str, Any]:
@@ -107,6 +119,7 @@ class Engine(ABC):
             "device": self.device,
             "torch_version": self.torch_version,
             "message_strictness": self.message_strictness,
+            "level": self.level,
             "available": self.available,
             "unavailable_reason": self.unavailable_reason,
         }

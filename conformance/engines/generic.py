@@ -70,7 +70,10 @@ class TorchLikeEngine(Engine):
             self.unavailable_reason = f"cannot import {module}: {type(exc).__name__}: {exc}"
             return
         self.version = str(getattr(self.torch, "__version__", "unknown"))
-        self.torch_version = torch_version or self.version.split("+", 1)[0]
+        # The PyTorch whose messages the engine is held to: torch's own version for torch, the
+        # oracle's otherwise (a torch-like engine's version number says nothing about that).
+        self.torch_version = torch_version or (
+            self.version.split("+", 1)[0] if module == "torch" else Engine.torch_version)
         if not _has_meta_device(self.torch):
             self.lacks = lacks | {"meta"}
         if device_check is not None:
@@ -129,6 +132,14 @@ class TorchLikeEngine(Engine):
         return isinstance(obj, self.torch.Tensor)
 
     def repro_prelude(self) -> str:
+        # A standalone script (the module alone, no conformance) only when the adapter reads
+        # nodes, dtypes and values the way PyTorch's API does; otherwise the script goes
+        # through the adapter, so its observations are the ones the runner made.
+        hooks = ("node_name", "next_functions", "dtype_name", "device_name", "to_numpy",
+                 "grad_fn")
+        if any(getattr(type(self), hook) is not getattr(TorchLikeEngine, hook)
+               for hook in hooks):
+            return super().repro_prelude()
         return f"{self.repro_import}\nnn = torch.nn\nF = torch.nn.functional\n"
 
     def assign_parameter(self, parameter: Any, values: np.ndarray) -> None:

@@ -11,3 +11,14 @@ def make_renamed_torch():
 
 def not_an_engine():
     return object()
+
+
+def make_renamed_nodes():
+    """refimpl through an adapter that names nodes its own way (as a non-torch engine would)."""
+    from conformance.engines.generic import TorchLikeEngine
+
+    class RenamedNodes(TorchLikeEngine):
+        def node_name(self, node):
+            return "Node:" + type(node).__name__
+
+    return RenamedNodes("renamed-nodes", "refimpl")

@@ -189,6 +189,8 @@ def test_a_crashing_adapter_is_an_error_and_the_run_goes_on(torch_engine):
     broken = _Renamed(torch_engine, crash=True)
     result = run_case(case({"run": "x = torch.ones(2)", "expect": {"x": [1.0, 1.0]}}), broken)
     assert result.verdict == "error" and "ZeroDivisionError" in result.message
+    # Not "the runner crashed" with an empty message: what failed, and where.
+    assert result.message.startswith("x: the engine's adapter failed while reading")
     assert run_case(case({"run": "x = torch.ones(2)", "expect": {"x": [1.0, 1.0]}}),
                     torch_engine).verdict == "passed"
 
