@@ -189,37 +189,25 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
         print("error: --write-expectations writes one engine's file: run one --engine",
               file=sys.stderr)
         return 2
-    try:
-        # Before anything runs: a report that cannot be written is found now, and no earlier
-        # run's report is left looking like this run's.
-        for kind, path in outputs:
-            write_atomic(path, running_placeholder(kind))
-    except OSError as exc:
-        print(f"error: cannot write the report {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return 2
-    try:
-        workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec)
-    except (EngineError, WorkerStartError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        unavailable = [w.engine for w in workers if not w.engine.available]
-        if unavailable and not args.allow_unavailable:
-            for engine in unavailable:
-                print(f"error: engine {engine.spec!r} cannot run here: "
-                      f"{engine.unavailable_reason} (--allow-unavailable reports its cases as "
-                      "unsupported instead)", file=sys.stderr)
+    with _stop_on_sigterm():
+        try:
+            # Before anything runs: a report that cannot be written is found now, and no
+            # earlier run's report is left looking like this run's.
+            for kind, path in outputs:
+                write_atomic(path, running_placeholder(kind))
+        except OSError as exc:
+            print(f"error: cannot write the report {exc.filename}: {exc.strerror}",
+                  file=sys.stderr)
             return 2
-        overrides = _expectation_overrides(args.expectations, workers)
-        with _stop_on_sigterm():
-            report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
-                               all_case_ids=all_ids, level=args.level)
-    except (EngineError, ExpectationsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        for worker in workers:
-            worker.close()
+        try:
+            status, report = _run_engines(args, cases, all_ids, specs)
+        except KeyboardInterrupt:  # before the suite started: while the engines were loading
+            status, report = 130, None
+    if report is None:
+        # No run to report: the placeholders must not stay, looking like a run in progress.
+        write_reports(SuiteReport(list(cases), [], interrupted=True), args.json, args.junit,
+                      args.markdown, args.html)
+        return status
     # The reports first: a reader that went away (`run ... | head`) must not cost them.
     write_reports(report, args.json, args.junit, args.markdown, args.html)
     if args.write_expectations is not None:
@@ -232,7 +220,7 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
         if not args.quiet:
             for run in report.runs:
                 for result in run.results:
-                    if result.verdict in ("failed", "error"):
+                    if result.verdict_at(run.level) in ("failed", "error"):
                         print(failure_text(result), end="\n\n")
         print(summary_table(report))
         if report.interrupted:
@@ -240,6 +228,34 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
     if report.interrupted:
         return 130
     return 0 if report.ok else 1
+
+
+def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str],
+                 specs: Sequence[str]) -> tuple[int, SuiteReport | None]:
+    """Load the engines and run the suite: an exit status, and the report when there is one."""
+    try:
+        workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec)
+    except (EngineError, WorkerStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    try:
+        unavailable = [w.engine for w in workers if not w.engine.available]
+        if unavailable and not args.allow_unavailable:
+            for engine in unavailable:
+                print(f"error: engine {engine.spec!r} cannot run here: "
+                      f"{engine.unavailable_reason} (--allow-unavailable reports its cases as "
+                      "unsupported instead)", file=sys.stderr)
+            return 2, None
+        overrides = _expectation_overrides(args.expectations, workers)
+        report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
+                           all_case_ids=all_ids, level=args.level)
+    except (EngineError, ExpectationsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    finally:
+        for worker in workers:
+            worker.close()
+    return 0, report
 
 
 def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMORY_MB,
@@ -257,6 +273,11 @@ def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMOR
                 started.append(future.result())
             except (EngineError, WorkerStartError) as exc:
                 failed = failed or exc
+            except BaseException:  # Ctrl-C while loading: no worker may outlive the run
+                for other in futures:
+                    if other.exception() is None:
+                        other.result().close()
+                raise
     if failed is not None:
         for worker in started:
             worker.close()

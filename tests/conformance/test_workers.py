@@ -153,8 +153,11 @@ def test_a_closed_pipe_does_not_lose_the_reports(tmp_path: Path) -> None:
     assert oct(report.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int) -> None:
+@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGINT, 2), (signal.SIGTERM, 2),
+                                            (signal.SIGTERM, 0)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM while loading"])
+def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
+                                                    delay: float) -> None:
     (tmp_path / "topic.yaml").write_text("".join(
         CASE.format(name=f"slow{i}", run="x = torch.ones(13)", expect="x.is_leaf: true")
         for i in range(3)))
@@ -170,7 +173,7 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int) ->
             if paths["json"].exists() else True:
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    time.sleep(2)  # the first case is hanging in its worker now
+    time.sleep(delay)  # 2 s: the first case is hanging in its worker; 0: engines loading
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
