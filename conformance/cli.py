@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from conformance import scaffold
 from conformance.case import Case
 from conformance.causes import write_expectations
 from conformance.engines import EngineError
@@ -103,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
                            "docstrings of the installed torch")
     fuzz_cli.add_parser(commands)
     docs_cli.add_parser(commands)
+    scaffold.add_parser(commands)
     return parser
 
 
@@ -114,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fuzz_cli.run(args)
     if args.command == "docs":
         return docs_cli.run(args)
+    if args.command == "new-adapter":
+        return scaffold.run(args)
     loaded = _load(args.cases, args.spec)
     if loaded is None:
         return 1
