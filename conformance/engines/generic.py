@@ -132,13 +132,14 @@ class TorchLikeEngine(Engine):
         return isinstance(obj, self.torch.Tensor)
 
     def repro_prelude(self) -> str:
-        # A standalone script (the module alone, no conformance) only when the adapter reads
-        # nodes, dtypes and values the way PyTorch's API does; otherwise the script goes
-        # through the adapter, so its observations are the ones the runner made.
+        # A standalone script (the module alone, no conformance) when the adapter reads nodes,
+        # dtypes and values the way PyTorch's API does; otherwise the script goes through the
+        # adapter, loaded the way it was named, so its observations are the runner's. (An
+        # engine built in code, never named, can only get the standalone script.)
         hooks = ("node_name", "next_functions", "dtype_name", "device_name", "to_numpy",
                  "grad_fn")
-        if any(getattr(type(self), hook) is not getattr(TorchLikeEngine, hook)
-               for hook in hooks):
+        if self.spec is not None and any(
+                getattr(type(self), hook) is not getattr(TorchLikeEngine, hook) for hook in hooks):
             return super().repro_prelude()
         return f"{self.repro_import}\nnn = torch.nn\nF = torch.nn.functional\n"
 
