@@ -73,6 +73,14 @@ def test_a_node_name_no_longer_hides_a_later_gradient_bug():
     assert result.verdict_at("semantics") == "failed"
 
 
+def test_a_printed_tensor_with_wrong_numbers_is_a_semantic_failure(torch_engine):
+    case = {"id": "topic.repr", "rule": "r", "steps": [
+        {"run": "x = torch.tensor([1.0, 2.0])", "expect": {"repr(x)": "tensor([1., 3.])"}},
+        {"run": "y = torch.tensor([1.0, 2.0])", "expect": {"repr(y)": "tensor([1.,  2.])"}}]}
+    result = run_case(case, torch_engine)
+    assert [(c.step, c.level) for c in result.checks] == [(0, "semantics"), (1, "surface")]
+
+
 def test_raises_and_warnings_split_into_semantics_and_surface(torch_engine):
     def case(step):
         return {"id": "topic.x", "rule": "r", "steps": [step]}
@@ -113,7 +121,10 @@ def test_written_expectations_make_the_next_run_pass(tmp_path):
     assert first.returncode == 1
     data = yaml.safe_load(written.read_text())
     assert data["xfail"] and all(r.startswith("FILL IN (") for r in data["xfail"].values())
-    assert "# -- cause 1: semantics" in written.read_text(), "semantic causes come first"
+    levels = [line.split(": ")[1].split(",")[0] for line in written.read_text().splitlines()
+              if line.startswith("  # -- cause ")]
+    assert levels and levels == sorted(levels, key=["error", "semantics", "surface"].index), \
+        "semantic causes come first"
     second = _cli("run", "--engine", "mygrad", "-q", "-k", "grad_fn.", "-k", "leaf.",
                   "--expectations", f"mygrad={written}")
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]

@@ -258,3 +258,21 @@ def test_refimpl_is_intact_after_a_broken_run(cases: dict[str, Case]) -> None:
     (x * 2).backward()
     (x * 2).backward()
     assert x.grad.item() == 4.0
+
+
+# Breaks of PyTorch's surface (a node's name, a message's wording): an engine that differs only
+# there conforms at the semantics level. Every other break is of the autograd model itself.
+SURFACE_BREAKS = {"wrong_node_name", "wrong_element_message"}
+# Cases whose only evidence of their rule is Python identity, which is surface: `zero_()` keeps
+# the same .grad object, and a later accumulation writes into it (`g is x.grad`).
+IDENTITY_EVIDENCE = {"accumulation.zero-in-place"}
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_the_semantics_level_sees_exactly_the_semantic_breaks(name: str,
+                                                            cases: dict[str, Case]) -> None:
+    results = _run(cases, RULES[name].encoding, BrokenEngine(BREAKS[name]))
+    at_semantics = {r.case_id: r.verdict_at("semantics") for r in results}
+    want = "passed" if name in SURFACE_BREAKS else "failed"
+    assert {i: v for i, v in at_semantics.items()
+            if v != want and i not in IDENTITY_EVIDENCE} == {}, BREAKS[name].rule
