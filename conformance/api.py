@@ -240,7 +240,7 @@ class _Checker:
     def attribute(self, node: ast.Attribute) -> None:
         if self.private(node, node.attr):
             return
-        path = _dotted(node.value)
+        path = dotted(node.value)
         root = path.split(".", 1)[0] if path else None
         if not isinstance(node.ctx, ast.Load):
             if root in ROOTS:
@@ -294,7 +294,8 @@ def _section_name(namespace: str) -> str:
     return namespace
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
+    """`torch.nn.Linear` for that attribute chain; None when it is not rooted at a name."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

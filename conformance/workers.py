@@ -43,6 +43,7 @@ import numpy as np
 from pebble import ProcessExpired, ProcessPool
 
 from conformance.case import Case
+from conformance.engines.base import DESCRIBED
 from conformance.executor import DEFAULT_TIMEOUT, CaseResult, run_case
 
 DEFAULT_MEMORY_MB = 4096
@@ -84,17 +85,7 @@ class RemoteEngine:
         return feature in self.features
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "version": self.version,
-            "device": self.device,
-            "torch_version": self.torch_version,
-            "message_strictness": self.message_strictness,
-            "level": self.level,
-            "available": self.available,
-            "unavailable_reason": self.unavailable_reason,
-        }
+        return {**{key: getattr(self, key) for key in DESCRIBED}, "spec": self.spec}
 
 
 @dataclass

@@ -31,6 +31,9 @@ from typing import Any, Literal
 import numpy as np
 
 Strictness = Literal["exact", "prefix", "type"]
+DESCRIBED = ("name", "version", "device", "torch_version", "message_strictness", "level",
+             "available", "unavailable_reason")
+"""The facts of an engine every report carries (`Engine.describe`)."""
 
 
 class Engine(ABC):
@@ -113,16 +116,7 @@ class Engine(ABC):
         )
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "device": self.device,
-            "torch_version": self.torch_version,
-            "message_strictness": self.message_strictness,
-            "level": self.level,
-            "available": self.available,
-            "unavailable_reason": self.unavailable_reason,
-        }
+        return {key: getattr(self, key) for key in DESCRIBED}
 
 
 class EngineUnavailable(Engine):

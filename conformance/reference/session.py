@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.api import dotted
 from conformance.case import Case, ExpectedMessage, Step
 from conformance.reference import printing
 
@@ -162,15 +163,6 @@ def _bind(target: ast.expr, value: ast.expr, kind: str, kinds: dict[str, str]) -
                 kinds[element.id] = TENSOR if kind in (TUPLE, TENSOR) else UNKNOWN
 
 
-def _dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
-
 
 def _kind(node: ast.expr, kinds: Mapping[str, str]) -> str:
     """What `node` gives: a tensor, a tuple of tensors, a backward node or a Python value."""
@@ -217,13 +209,13 @@ def _call_kind(node: ast.Call, kinds: Mapping[str, str]) -> str:
     if isinstance(node.func, ast.Name):
         name = node.func.id
         return PYTHON if name in HELPERS or name in PYTHON_BUILTINS else UNKNOWN
-    dotted = _dotted(node.func) or ""
+    path = dotted(node.func) or ""
     method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-    if dotted in TUPLE_FUNCTIONS or (method in TUPLE_METHODS and not dotted.startswith("torch.")):
+    if path in TUPLE_FUNCTIONS or (method in TUPLE_METHODS and not path.startswith("torch.")):
         return TUPLE
-    if dotted in PYTHON_FUNCTIONS or method in PYTHON_METHODS:
+    if path in PYTHON_FUNCTIONS or method in PYTHON_METHODS:
         return PYTHON
-    if dotted.startswith("nn.") and method[:1].isupper():
+    if path.startswith("nn.") and method[:1].isupper():
         return PYTHON  # a module
     return TENSOR
 
