@@ -30,6 +30,7 @@ from refimpl._creation import (
     zeros,
 )
 from refimpl._dtype import (
+    bfloat16,
     complex64,
     complex128,
     dtype,
@@ -37,6 +38,8 @@ from refimpl._dtype import (
     float32,
     float64,
     get_default_dtype,
+    int8,
+    int16,
     int32,
     int64,
     promote_types,
@@ -65,12 +68,14 @@ from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow buil
     addmm,
     argmax,
     cat,
+    chunk,
     clamp,
     clip,
     clone,
     conj,
     cos,
     detach,
+    diagonal,
     div,
     dot,
     eq,
@@ -87,12 +92,14 @@ from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow buil
     max,
     maximum,
     mean,
+    median,
     min,
     minimum,
     mm,
     mul,
     mv,
     ne,
+    narrow,
     neg,
     permute,
     pow,
@@ -103,10 +110,12 @@ from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow buil
     reshape,
     rsub,
     select,
+    sgn,
     sigmoid,
     sign,
     sin,
     softmax,
+    split,
     sqrt,
     squeeze,
     stack,
@@ -117,10 +126,13 @@ from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow buil
     transpose,
     true_divide,
     unbind,
+    unsafe_split,
     unsqueeze,
     where,
 )
 
+inf = float("inf")  # before refimpl's own `float` below
+nan = float("nan")
 bool = _dtype.bool  # noqa: A001 - torch.bool
 float = float32  # noqa: A001 - torch.float
 double = float64
@@ -129,6 +141,7 @@ long = int64
 int = int32  # noqa: A001 - torch.int
 cfloat = complex64
 cdouble = complex128
+short = int16
 __version__ = "2.13.0+refimpl"
 
 __all__ = [
@@ -139,6 +152,19 @@ __all__ = [
     "arange",
     "argmax",
     "as_tensor",
+    "bfloat16",
+    "chunk",
+    "diagonal",
+    "inf",
+    "int8",
+    "int16",
+    "median",
+    "nan",
+    "narrow",
+    "sgn",
+    "short",
+    "split",
+    "unsafe_split",
     "autograd",
     "bool",
     "cat",

@@ -82,13 +82,28 @@ def scalar_array(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
     return xp.asarray(value, dtype=np_dtype)
 
 
-_NP_DTYPE = {d: numpy.dtype(d.name) for d in _dtype.ALL}
-_FROM_NP = {numpy.dtype(d.name): d for d in _dtype.ALL}
+def _array_type(d: _dtype.dtype) -> Any:
+    if d is _dtype.bfloat16:
+        # NumPy has no bfloat16; the ml_dtypes package (a dependency of JAX) adds one.
+        try:
+            import ml_dtypes
+        except ImportError:
+            return None
+        return numpy.dtype(ml_dtypes.bfloat16)
+    return numpy.dtype(d.name)
+
+
+_NP_DTYPE = {d: t for d in _dtype.ALL if (t := _array_type(d)) is not None}
+_FROM_NP = {t: d for d, t in _NP_DTYPE.items()}
 
 
 def numpy_dtype(d: _dtype.dtype) -> Any:
     """The array-library dtype object for ``d`` (NumPy and CuPy share them)."""
-    return _NP_DTYPE[d]
+    try:
+        return _NP_DTYPE[d]
+    except KeyError:
+        raise TypeError(f"refimpl's {d.name} tensors need the ml_dtypes package (pip install "
+                        "ml_dtypes)") from None
 
 
 def dtype_of(array: Any) -> _dtype.dtype:
@@ -359,7 +374,7 @@ def is_host_array(value: Any) -> bool:
 def move_array(array: Any, dtype: _dtype.dtype, target: device) -> Any:
     """A copy of ``array`` with element type ``dtype`` on device ``target`` (through the host;
     out of meta this raises, as a meta tensor has no data to copy)."""
-    np_dtype = _NP_DTYPE[dtype]
+    np_dtype = numpy_dtype(dtype)
     source = device_of_array(array)
     if source == target:
         return array.astype(np_dtype, copy=True)
@@ -377,7 +392,7 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
     keep = isinstance(data, numpy.ndarray | numpy.generic)
     arr = numpy.asarray(data)
     if dtype is not None:
-        return arr.astype(_NP_DTYPE[dtype])
+        return arr.astype(numpy_dtype(dtype))
     if keep and arr.dtype in _FROM_NP:
         return arr
     kind = arr.dtype.kind
@@ -396,19 +411,19 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
 @quiet
 def as_host(array: numpy.ndarray, dtype: _dtype.dtype) -> numpy.ndarray:
     """``array`` converted to ``dtype`` on the host."""
-    return array.astype(_NP_DTYPE[dtype], copy=False)
+    return array.astype(numpy_dtype(dtype), copy=False)
 
 
 @quiet
 def filled(shape: tuple[int, ...], value: Any, dtype: _dtype.dtype) -> numpy.ndarray:
     """A host array of ``shape`` filled with ``value``."""
-    return numpy.full(shape, value, dtype=_NP_DTYPE[dtype])
+    return numpy.full(shape, value, dtype=numpy_dtype(dtype))
 
 
 @quiet
 def arange(start: Any, end: Any, step: Any, dtype: _dtype.dtype) -> numpy.ndarray:
     """Host ``arange`` computed in double precision, then cast (PyTorch's rounding)."""
-    return numpy.arange(start, end, step, dtype=numpy.float64).astype(_NP_DTYPE[dtype])
+    return numpy.arange(start, end, step, dtype=numpy.float64).astype(numpy_dtype(dtype))
 
 
 def expand(xp: ModuleType, array: Any, shape: tuple[int, ...]) -> Any:

@@ -214,3 +214,52 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: _dtype.dtype | None = No
               device: Any = None, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(input, dtype, device)
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+# ``Tensor.new_*``: leaves with the source tensor's dtype and device unless told otherwise.
+
+def _new(source: Tensor, make: Any, size: tuple[Any, ...], dtype: _dtype.dtype | None,
+         device: Any, requires_grad: bool, *args: Any) -> Tensor:
+    dtype, device = _like(source, dtype, device)
+    return make(_size(size), *args, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def new_zeros(self: Tensor, *size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    """Zeros of ``size``, with this tensor's dtype and device."""
+    return _new(self, zeros, size, dtype, device, requires_grad)
+
+
+def new_ones(self: Tensor, *size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """Ones of ``size``, with this tensor's dtype and device."""
+    return _new(self, ones, size, dtype, device, requires_grad)
+
+
+def new_empty(self: Tensor, *size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` (zeros here; PyTorch leaves its values unset), with this tensor's
+    dtype and device."""
+    return _new(self, empty, size, dtype, device, requires_grad)
+
+
+def new_full(self: Tensor, size: Sequence[int], fill_value: Any, *,
+             dtype: _dtype.dtype | None = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``fill_value`` everywhere in ``size``, with this tensor's dtype and device."""
+    dtype, device = _like(self, dtype, device)
+    return full(size, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+NEW_TENSOR_COPY_WARNING = COPY_CONSTRUCT_WARNING.replace("torch.tensor(", "tensor.new_tensor(")
+
+
+def new_tensor(self: Tensor, data: Any, *, dtype: _dtype.dtype | None = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    """A new leaf holding a copy of ``data``, with this tensor's dtype and device."""
+    dtype, device = _like(self, dtype, device)
+    if isinstance(data, Tensor):
+        warnings.warn(NEW_TENSOR_COPY_WARNING, UserWarning, stacklevel=2)
+        return _copy_of(data, dtype, device, requires_grad)
+    host = _backend.host_array_from_data(data, dtype).copy()
+    return _finish(host, dtype, device, requires_grad)

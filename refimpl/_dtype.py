@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 __all__ = [
-    "dtype", "float16", "float32", "float64", "int32", "int64", "bool", "complex64", "complex128",
+    "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "bool",
+    "complex64", "complex128",
     "promote_types", "result_type_of", "get_default_dtype", "checked_scalar",
 ]
 
@@ -44,6 +45,8 @@ class dtype:  # noqa: N801 - PyTorch spells it torch.dtype
 
 
 bool = dtype("bool", "b", 1, "Bool", "bool")  # noqa: A001 - torch.bool
+int8 = dtype("int8", "i", 1, "Char", "signed char")
+int16 = dtype("int16", "i", 2, "Short", "short")
 int32 = dtype("int32", "i", 4, "Int", "int")
 int64 = dtype("int64", "i", 8, "Long", "long")
 float16 = dtype("float16", "f", 2, "Half", "c10::Half")
@@ -52,10 +55,15 @@ float64 = dtype("float64", "f", 8, "Double", "double")
 complex64 = dtype("complex64", "c", 8, "ComplexFloat", "c10::complex<float>")
 complex128 = dtype("complex128", "c", 16, "ComplexDouble", "c10::complex<double>")
 
-ALL = (bool, int32, int64, float16, float32, float64, complex64, complex128)
+# bfloat16 needs an array type NumPy lacks: tensors of it work where the ``ml_dtypes`` package
+# can be imported (refimpl._backend); elsewhere creating one says the package is missing.
+bfloat16 = dtype("bfloat16", "f", 2, "BFloat16", "c10::BFloat16")
+
+ALL = (bool, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64,
+       complex128)
 BY_NAME = {d.name: d for d in ALL}
 _RANK = {"b": 0, "i": 1, "f": 2, "c": 3}
-_COMPLEX_OF = {float32: complex64, float64: complex128}
+_COMPLEX_OF = {bfloat16: complex64, float32: complex64, float64: complex128}
 _REAL_OF = {complex64: float32, complex128: float64}
 
 
@@ -69,6 +77,8 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     ra, rb = _RANK[a.kind], _RANK[b.kind]
+    if {a, b} == {float16, bfloat16}:  # neither holds the other's values
+        return float32
     if ra != rb:
         hi, lo = (a, b) if ra > rb else (b, a)
         if hi.kind == "c" and lo.kind == "f" and lo.itemsize > _REAL_OF[hi].itemsize:
@@ -131,10 +141,14 @@ def result_type_of(operands: tuple) -> dtype:
 # The finite range of each non-bool type (complex types: of each component), as c10's
 # ``overflows`` checks a number converted to an element.
 _FLOAT32_MAX = 3.4028234663852886e38
-_RANGE = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1), float16: (-65504.0, 65504.0),
-          float32: (-_FLOAT32_MAX, _FLOAT32_MAX), float64: (-math.inf, math.inf),
-          complex64: (-_FLOAT32_MAX, _FLOAT32_MAX), complex128: (-math.inf, math.inf)}
-_OVERFLOW_NAME = {int64: "int64_t"}  # the C++ type names c10's conversion check prints
+_BFLOAT16_MAX = 3.3895313892515355e38
+_RANGE = {int8: (-2**7, 2**7 - 1), int16: (-2**15, 2**15 - 1), int32: (-2**31, 2**31 - 1),
+          int64: (-2**63, 2**63 - 1), float16: (-65504.0, 65504.0),
+          bfloat16: (-_BFLOAT16_MAX, _BFLOAT16_MAX), float32: (-_FLOAT32_MAX, _FLOAT32_MAX),
+          float64: (-math.inf, math.inf), complex64: (-_FLOAT32_MAX, _FLOAT32_MAX),
+          complex128: (-math.inf, math.inf)}
+# The C++ type names c10's conversion check prints.
+_OVERFLOW_NAME = {int8: "int8_t", int16: "int16_t", int64: "int64_t"}
 
 
 def _overflows(d: dtype, value: int | float | complex) -> _builtin_bool:

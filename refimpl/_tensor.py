@@ -48,6 +48,14 @@ INTERNAL_OVERLAP = (
 )
 
 
+DEEPCOPY_NON_LEAF = (
+    "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
+    "the moment.  If you were attempting to deepcopy a module, this may be because of a "
+    "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+# PyTorch's error for assigning or deleting a read-only attribute of a tensor.
+_NOT_WRITABLE = "attribute '{}' of 'torch._C.TensorBase' objects is not writable"
+
+
 def check_no_internal_overlap(array: Any) -> None:
     """PyTorch's refusal to write in place into a tensor whose elements share memory (an
     expanded tensor: a stride of 0 along a dimension longer than 1)."""
@@ -87,8 +95,8 @@ def multi_output_view_message(view: Tensor, indirect: bool) -> str:
         head = f"A view was created in no_grad mode and {modified} modified inplace with grad " \
                "mode enabled."
     else:
-        _, row, params = view._view_fn
-        output = params["index"] if row.multi_output else 0
+        row = view._view_fn[1]
+        output = view._output_nr if row.multi_output else 0
         head = f"Output {output} of {message_name(fn)} is a view and {modified} modified " \
                "inplace."
     return (f"{head} This view is the output of a function that returns multiple views. Such "
@@ -142,6 +150,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        if type(value) is not bool:  # also ``del t.requires_grad``, which passes None
+            raise RuntimeError("requires_grad must be a bool")
         # PyTorch asks whether the tensor is a leaf from the grad_fn it holds, before a view's
         # grad_fn is brought up to date (which may raise): no _sync_view here.
         if self._grad_fn is not None:
@@ -152,6 +162,10 @@ class Tensor:
         if value and self._inference and not _grad_mode._state.inference:
             raise RuntimeError(INFERENCE_REQUIRES_GRAD)
         self._set_own_flag(bool(value))
+
+    @requires_grad.deleter
+    def requires_grad(self) -> None:
+        raise RuntimeError("requires_grad must be a bool")
 
     def _set_own_flag(self, value: bool) -> None:
         if self._base is None:
@@ -202,6 +216,20 @@ class Tensor:
         if self._base is not None:
             self._sync_view()
         return self._grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, value: Any) -> None:
+        raise AttributeError(_NOT_WRITABLE.format("grad_fn"))
+
+    @grad_fn.deleter
+    def grad_fn(self) -> None:
+        raise AttributeError(_NOT_WRITABLE.format("grad_fn"))
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for a leaf and for most ops;
+        ``i`` for the ``i``-th piece of ``unbind`` or ``split``)."""
+        return self._output_nr
 
     def _sync_view(self) -> None:
         """Bring a view's grad_fn up to date after its storage was written in place without
@@ -442,10 +470,20 @@ class Tensor:
         if not _backend.shallow_copy_compatible(self._device, value._device):
             raise RuntimeError("Attempted to call `variable.set_data(tensor)`, but `variable` and "
                                "`tensor` have incompatible tensor type.")
+        if self._requires_grad and value.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
+        if value._data.dtype != self._data.dtype or value._device is not self._device:
+            # PyTorch drops the gradient accumulator on a change of type or device only: one
+            # kept across a change of shape still expects the old shape, and the engine refuses
+            # a gradient of the new one.
+            self._grad_acc = None
         self._data = value._data
         self._device = value._device
-        # The gradient accumulator remembers the old shape and dtype; PyTorch drops it too.
-        self._grad_acc = None
+
+    @data.deleter
+    def data(self) -> None:
+        raise RuntimeError("Deleting tensor data is not allowed. Delete tensor instead!")
 
     @staticmethod
     def _make_subclass(cls: type[Tensor], data: Tensor, requires_grad: bool = False) -> Tensor:
@@ -600,6 +638,21 @@ class Tensor:
         from refimpl._tensor_str import tensor_repr
 
         return tensor_repr(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """``copy.deepcopy``: a new leaf with a copy of the values (in the same memory
+        layout), the same ``requires_grad`` and a deep copy of ``.grad``; non-leaves refuse."""
+        if self._grad_fn is not None:
+            raise RuntimeError(DEEPCOPY_NON_LEAF)
+        done = memo.get(id(self))
+        if done is not None:
+            return done
+        new = wrap(self._data.copy(order="K"), self._device, type(self))
+        new._requires_grad = self._requires_grad
+        memo[id(self)] = new
+        if self._grad is not None:
+            new._grad = self._grad.__deepcopy__(memo)
+        return new
 
     def __reduce__(self) -> Any:
         raise TypeError("refimpl tensors cannot be pickled; save t.tolist() instead")

@@ -28,7 +28,37 @@ from refimpl.autograd.grad_mode import (
 
 __all__ = ["backward", "grad", "graph", "forward_ad", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
-           "Function", "function"]
+           "Function", "function", "Variable"]
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, other: Any) -> bool:
+        return isinstance(other, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """``torch.autograd.Variable``, kept for old code: every tensor is an instance, and
+    ``Variable(t, requires_grad=False)`` returns a new plain leaf sharing ``t``'s data and
+    version counter (``t.detach()``) with that flag set::
+
+        >>> v = Variable(torch.ones(2), requires_grad=True)
+        >>> type(v).__name__, v.is_leaf, v.requires_grad
+        ('Tensor', True, True)
+    """
+
+    def __new__(cls, data: Any = None, requires_grad: bool = False) -> Tensor:  # type: ignore[misc]
+        if data is None:
+            from refimpl import _creation
+
+            return _creation.empty(0).requires_grad_(requires_grad)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        out = data.detach()
+        if requires_grad and out.dtype.kind not in "fc":
+            raise RuntimeError(
+                "Only Tensors of floating point and complex dtype can require gradients")
+        out._requires_grad = bool(requires_grad)
+        return out
 
 CREATE_GRAPH_WARNING = (
     "Using backward() with create_graph=True will create a reference cycle between the "

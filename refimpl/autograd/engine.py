@@ -21,7 +21,10 @@ from refimpl.autograd import anomaly_mode, grad_mode
 from refimpl.autograd.graph import AccumulateGrad, Node
 
 
-def _validate(grad: Tensor, node: Node, nr: int = 0) -> Tensor:
+def _validate(grad: Tensor, node: Node, nr: int, producer: Node | None, index: int) -> Tensor:
+    """``grad``, computed by ``producer`` (None for a root) as its output ``index``, reduced and
+    cast to what output ``nr`` of ``node`` was; PyTorch's error where no broadcast of that shape
+    gives the gradient's (the data of a tensor was replaced by one of another shape)."""
     shape, dtype = node.output_meta(nr) if node._multi_output else (node._shape, node._dtype)
     data = grad._data
     if data.shape == shape and data.dtype == dtype:
@@ -30,10 +33,22 @@ def _validate(grad: Tensor, node: Node, nr: int = 0) -> Tensor:
     from refimpl.ops import functional as F
 
     if data.shape != shape:
+        if not _expandable(shape, data.shape):
+            head = "" if producer is None else f"Function {producer.name()} returned an "
+            raise RuntimeError(f"{head}invalid gradient at index {index} - got "
+                               f"{list(data.shape)} but expected shape compatible with "
+                               f"{list(shape)}")
         grad = F.sum_to(grad, shape)
     if grad._data.dtype != dtype:
         grad = F.cast_grad(grad, _backend.dtype_of_np(dtype))
     return grad
+
+
+def _expandable(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``target``."""
+    if len(shape) > len(target):
+        return False
+    return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(target), strict=False))
 
 
 def _owned(g: Tensor, incoming: Tensor, single_owner: bool, summed: bool) -> bool:
@@ -184,8 +199,8 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
     prev_mode = grad_mode._state.enabled
     grad_mode._state.enabled = create_graph
     try:
-        for root, g in zip(roots, root_grads, strict=True):
-            _add(buffers, root, _validate(g, *root))
+        for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
+            _add(buffers, root, _validate(g, *root, None, i))
         root_set = set(root_nodes)
         ready = ReadyQueue()
         # Several roots hang off one GraphRoot node whose edges count as dependencies: a root
@@ -261,7 +276,7 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     continue
                 g = grads[i] if run else None
                 if g is not None:
-                    g = _validate(g, *edge)
+                    g = _validate(g, *edge, node, i)
                     if nxt._multi_output:
                         _add(buffers, edge, g)
                     else:

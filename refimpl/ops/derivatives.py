@@ -49,8 +49,9 @@ def _select_reduction_backward(grad: Any, dim: int, indices: Any, shape: tuple[i
 
 def _evenly_distribute(grad: Any, self: Any, result: Any) -> Any:
     # PyTorch: zeros_like(self).masked_fill_(mask, grad / mask.sum()), recorded as
-    # masked_fill.Tensor (MaskedFillBackward1) over the division.
-    mask = (self == result)
+    # masked_fill.Tensor (MaskedFillBackward1) over the division. The mask holds the elements
+    # equal to the result, or the NaNs where the result is NaN (``x != x`` only for NaN).
+    mask = (self == result) | ((self != self) & (result != result))
     return F.apply(MASKED_FILL, (F.zeros_like(self), grad / mask.sum()), {"mask": mask})
 
 
@@ -326,6 +327,47 @@ MIN_DIM = defop(
     extra_outputs=("indices",),
     layout="contiguous",
 )
+
+
+def _median_forward(xp: Any, self: Any) -> Any:
+    # The lower of the two middle elements for an even count; NaN when there is one.
+    flat = xp.sort(self.reshape(-1))
+    if flat.size == 0:
+        return xp.asarray(xp.nan, dtype=self.dtype)
+    value = flat[(flat.size - 1) // 2]
+    if self.dtype.kind == "f" and flat.size and xp.isnan(flat[-1]):
+        value = flat[-1]
+    return xp.asarray(value)
+
+
+def _median_dim_forward(xp: Any, self: Any, *, dim: int, keepdim: bool = False) -> Any:
+    if self.ndim == 0:
+        return self.copy(), xp.zeros((), dtype=xp.int64)
+    order = xp.argsort(self, axis=dim, kind="stable")  # NaNs sort last
+    n = self.shape[dim]
+    pick = xp.take(order, [(n - 1) // 2], axis=dim)
+    if self.dtype.kind == "f":
+        # A slice holding NaN has the median NaN, at its first NaN.
+        nan = xp.isnan(self)
+        pick = xp.where(nan.any(axis=dim, keepdims=True),
+                        nan.argmax(axis=dim, keepdims=True), pick)
+    values = xp.take_along_axis(self, pick, axis=dim)
+    if not keepdim:
+        values, pick = xp.squeeze(values, dim), xp.squeeze(pick, dim)
+    return values, pick.astype(xp.int64)
+
+
+MEDIAN = defop(
+    "median", "MedianBackward0", _median_forward,
+    {"self": lambda grad, self, result: _evenly_distribute(grad, self, result)},
+)
+MEDIAN_DIM = defop(
+    "median.dim", "MedianBackward1", _median_dim_forward,
+    {"self": lambda grad, dim, indices, self_shape, keepdim:
+         _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
+    extra_outputs=("indices",),
+    layout="contiguous",
+)
 MAXIMUM = defop(
     "maximum", "MaximumBackward0",
     lambda xp, self, other: xp.maximum(self, other),
@@ -422,16 +464,29 @@ RELU = defop(
     {"self": lambda grad, result: F.apply(THRESHOLD_BACKWARD, (grad, result), {"threshold": 0})},
     layout="elementwise",
 )
-def _sgn_backward(grad: Any) -> Any:
-    # The derivative of sgn on real numbers is zero everywhere: PyTorch returns an immutable
-    # ZeroTensor, which the products of the formulas that use it keep (see OpRow.zeros).
-    zero = F.zeros_like(grad)
-    zero._zero = True
-    return zero
+def _sgn_backward(grad: Any, self: Any, result: Any) -> Any:
+    if self.dtype.kind != "c":
+        # The derivative of sgn on real numbers is zero everywhere: PyTorch returns an
+        # immutable ZeroTensor, which the products of the formulas that use it keep (see
+        # OpRow.zeros).
+        zero = F.zeros_like(grad)
+        zero._zero = True
+        return zero
+    # sgn(z) = z / |z| moves only along the circle: the part of grad along sgn drops out.
+    magnitude = self.abs()
+    out = (grad - result * (grad * result.conj()).real) / magnitude
+    return masked_fill(out, magnitude == 0, 0)
 
 
-SGN = defop("sgn", "SgnBackward0", lambda xp, self: xp.sign(self),
-            {"self": _sgn_backward}, layout="elementwise")
+def _sgn_forward(xp: Any, self: Any) -> Any:
+    if self.dtype.kind != "c":
+        return xp.sign(self)
+    magnitude = xp.abs(self)
+    return xp.where(magnitude == 0, 0, self / xp.where(magnitude == 0, 1, magnitude))
+
+
+SGN = defop("sgn", "SgnBackward0", _sgn_forward, {"self": _sgn_backward}, holomorphic=False,
+            layout="elementwise")
 SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
              {"self": lambda grad: F.zeros_like(grad)}, layout="elementwise")
 ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
@@ -793,6 +848,76 @@ SLICE = defop(
 SLICE_BACKWARD = defop(
     "slice_backward", "SliceBackwardBackward0", _select_backward_forward,
     {"grad": lambda grad, dim, index: F.apply(SLICE, (grad,), {"dim": dim, "index": index})},
+)
+# One piece of split (and chunk), split with sizes and unsafe_split: the slice ``index`` along
+# ``dim``. Each call records one node with an output per piece (refimpl.ops.functional.split);
+# these rows give each piece its forward-mode tangent and, for the views, their view
+# bookkeeping. unsafe_split's pieces are copies that may be written in place.
+_PIECE_GRAD = {"self": lambda grad, self_shape, dim, index:
+               F.apply(SLICE_BACKWARD, (grad,), {"shape": self_shape, "dim": dim, "index": index})}
+SPLIT = defop("split.Tensor", "SplitBackward0",
+              lambda xp, self, *, dim, index: self[(slice(None),) * dim + (index,)],
+              _PIECE_GRAD, view=True, multi_output=True)
+SPLIT_WITH_SIZES = defop("split_with_sizes", "SplitWithSizesBackward0",
+                         lambda xp, self, *, dim, index: self[(slice(None),) * dim + (index,)],
+                         _PIECE_GRAD, view=True, multi_output=True)
+UNSAFE_SPLIT = defop("unsafe_split.Tensor", "UnsafeSplitBackward0",
+                     lambda xp, self, *, dim, index: self[(slice(None),) * dim + (index,)].copy(),
+                     _PIECE_GRAD)
+
+
+def _diagonal_view(xp: Any, self: Any, offset: int, dim1: int, dim2: int) -> Any:
+    out = xp.diagonal(self, offset, dim1, dim2)
+    if isinstance(out, numpy.ndarray) and not out.flags.writeable:
+        # NumPy hands out diagonals read-only (CuPy does not); PyTorch's are writable views.
+        out.flags.writeable = True
+    return out
+
+
+def _diagonal_backward_forward(xp: Any, grad: Any, *, shape: tuple[int, ...], offset: int,
+                               dim1: int, dim2: int) -> Any:
+    out = xp.zeros(shape, dtype=grad.dtype)
+    _diagonal_view(xp, out, offset, dim1, dim2)[...] = grad
+    return out
+
+
+DIAGONAL = defop(
+    "diagonal", "DiagonalBackward0",
+    lambda xp, self, *, offset=0, dim1=0, dim2=1: _diagonal_view(xp, self, offset, dim1, dim2),
+    {"self": lambda grad, self_shape, offset, dim1, dim2:
+         F.apply(DIAGONAL_BACKWARD, (grad,),
+                 {"shape": self_shape, "offset": offset, "dim1": dim1, "dim2": dim2})},
+    view=True,
+)
+DIAGONAL_BACKWARD = defop(
+    "diagonal_backward", "DiagonalBackwardBackward0", _diagonal_backward_forward,
+    {"grad": lambda grad, offset, dim1, dim2:
+         F.apply(DIAGONAL, (grad,), {"offset": offset, "dim1": dim1, "dim2": dim2})},
+)
+
+
+def _repeat_backward(grad: Any, repeats: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """PyTorch's ``repeat_backward``: sum the leading dims repeat added, then split each
+    repeated dim into (repeat, size) and sum over the repeats."""
+    if 0 in repeats:
+        return F.zeros(shape, dtype=grad.dtype, device=grad.device)
+    for _ in range(len(repeats) - len(shape)):
+        grad = grad.sum(0)
+    sizes: list[int] = []
+    summed: list[int] = []
+    for n, r in zip(shape, repeats[len(repeats) - len(shape):], strict=True):
+        if r != 1:
+            sizes.append(r)
+            summed.append(len(sizes) - 1)
+        sizes.append(n)
+    grad = grad.reshape(tuple(sizes))
+    return grad.sum(tuple(summed)) if summed else grad
+
+
+REPEAT = defop(
+    "repeat", "RepeatBackward0",
+    lambda xp, self, *, repeats: xp.tile(self, repeats).copy(),
+    {"self": lambda grad, repeats, self_shape: _repeat_backward(grad, repeats, self_shape)},
 )
 
 

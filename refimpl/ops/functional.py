@@ -66,6 +66,13 @@ class return_types_min(_ReturnType, namedtuple("min", ["values", "indices"])):  
     _op = "min"
 
 
+class return_types_median(_ReturnType, namedtuple("median", ["values", "indices"])):  # noqa: N801
+    """``(values, indices)`` of ``median(dim)``."""
+
+    __slots__ = ()
+    _op = "median"
+
+
 def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = False
             ) -> tuple[list[Tensor], list[Any]]:
     """Tensors (Python numbers wrapped) and their arrays cast to PyTorch's result dtype.
@@ -348,6 +355,16 @@ def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     return _reduce_select(D.MIN, D.MIN_DIM, minimum, return_types_min, input, dim, keepdim)
 
 
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """The lower median of all elements (NaN if there is one), or ``median(dim)`` as
+    (values, indices); the gradient goes to the median element(s), as for ``max()``."""
+    if dim is None:
+        return apply(D.MEDIAN, (input,))
+    d = _wrap_dim(dim, input.dim())
+    values, indices = apply(D.MEDIAN_DIM, (input,), {"dim": d, "keepdim": keepdim})
+    return return_types_median(values, indices)
+
+
 def maximum(input: Tensor, other: Tensor) -> Tensor:
     return _binary(D.MAXIMUM, input, other)
 
@@ -544,6 +561,11 @@ def contiguous(input: Tensor) -> Tensor:
     return apply(D.CLONE_CONTIGUOUS, (input,))
 
 
+def sgn(input: Tensor) -> Tensor:
+    """``sign`` for real numbers, ``z / |z|`` (0 at 0) for complex ones (``SgnBackward0``)."""
+    return apply(D.SGN, (input,))
+
+
 def sign(input: Tensor) -> Tensor:
     """Signs of the elements (``SignBackward0``: a zero gradient)."""
     return apply(D.SIGN, (input,))
@@ -722,6 +744,132 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
             piece._grad_fn = node
             piece._output_nr = i
     return pieces
+
+
+class SplitBackward0(Node):
+    """The one node of all the pieces a split returns, one output each: its backward
+    concatenates their gradients along the split dim (zeros where one got none), as PyTorch's
+    ``split_with_sizes_backward`` does."""
+
+    __slots__ = ("_dim", "_outputs", "_shapes")
+    _multi_output = True
+
+    def output_meta(self, nr: int) -> tuple[tuple[int, ...], Any]:
+        return self._shapes[nr], self._dtype
+
+    def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        some = next(g for g in grads if g is not None)
+        return [cat([zeros(shape, dtype=some.dtype, device=some.device) if g is None else g
+                     for g, shape in zip(grads, self._shapes, strict=True)], self._dim)]
+
+
+class SplitWithSizesBackward0(SplitBackward0):
+    """``split`` with a list of sizes."""
+
+    __slots__ = ()
+
+
+class UnsafeSplitBackward0(SplitBackward0):
+    """``unsafe_split``: the pieces are copies, not views."""
+
+    __slots__ = ()
+
+
+_SPLIT_NODES = {D.SPLIT: SplitBackward0, D.SPLIT_WITH_SIZES: SplitWithSizesBackward0,
+                D.UNSAFE_SPLIT: UnsafeSplitBackward0}
+
+
+def _split(row: Any, input: Tensor, sizes: Sequence[int], dim: int) -> tuple[Tensor, ...]:
+    """The pieces of ``sizes`` along ``dim``, outputs of one node of ``row``'s name."""
+    start, pieces = 0, []
+    for n in sizes:
+        pieces.append(apply(row, (input,), {"dim": dim, "index": slice(start, start + n)}))
+        start += n
+    if pieces and pieces[0]._grad_fn is not None:
+        # As for unbind: each piece recorded the row's node; the graph gets one node.
+        node = _SPLIT_NODES[row]()
+        node._dim = dim
+        node._outputs = len(pieces)
+        node._shapes = [p._data.shape for p in pieces]
+        init_node(node, pieces[0]._grad_fn.next_functions, pieces[0]._data)
+        for i, piece in enumerate(pieces):
+            piece._grad_fn = node
+            piece._output_nr = i
+    return tuple(pieces)
+
+
+def _split_sizes(size: int, split_size: int) -> list[int]:
+    if split_size == 0 and size == 0:
+        return [0]
+    return [builtins.min(split_size, size - start) for start in range(0, size, split_size)]
+
+
+def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Views of ``split_size`` along ``dim`` (the last one shorter), or of each size in a
+    list (``SplitWithSizesBackward0``)."""
+    if tensor.dim() == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, tensor.dim())
+    size = tensor._data.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sections = [int(n) for n in split_size_or_sections]
+        if builtins.sum(sections) != size:
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                f"size at dimension {d}), but got split_sizes={sections}")
+        return _split(D.SPLIT_WITH_SIZES, tensor, sections, d)
+    return _split(D.SPLIT, tensor, _split_sizes(size, int(split_size_or_sections)), d)
+
+
+def unsafe_split(tensor: Tensor, split_size: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``split`` returning copies (``UnsafeSplitBackward0``), which may be written in place."""
+    if tensor.dim() == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, tensor.dim())
+    return _split(D.UNSAFE_SPLIT, tensor, _split_sizes(tensor._data.shape[d], int(split_size)), d)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``split`` into pieces of ``ceil(size / chunks)`` (so possibly fewer than ``chunks``)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    if input.dim() == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, input.dim())
+    size = input._data.shape[d]
+    return split(input, -(-size // chunks), d)
+
+
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """The view of ``length`` elements from ``start`` along ``dim`` (``SliceBackward0``)."""
+    d = _wrap_dim(dim, input.dim())
+    size = input._data.shape[d]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], "
+                         f"but got {start})")
+    if start < 0:
+        start += size
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({size}).")
+    return apply(D.SLICE, (input,), {"dim": d, "index": slice(start, start + length, 1)})
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The view of the diagonal ``offset`` of the planes ``(dim1, dim2)``, as the last dim."""
+    d1, d2 = _wrap_dim(dim1, input.dim()), _wrap_dim(dim2, input.dim())
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return apply(D.DIAGONAL, (input,), {"offset": offset, "dim1": d1, "dim2": d2})
+
+
+def repeat(input: Tensor, *repeats: Any) -> Tensor:
+    """``input`` tiled ``repeats`` times along each dim (leading dims added first)."""
+    reps = _shape_arg(repeats)
+    if len(reps) < input.dim():
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    return apply(D.REPEAT, (input,), {"repeats": reps})
 
 
 def _iter(input: Tensor) -> Any:
@@ -982,7 +1130,9 @@ def _bind() -> None:
         "select": select, "unbind": unbind, "__iter__": _iter, "clone": clone, "to": to,
         "argmax": argmax, "contiguous": contiguous, "pow_": inplace.pow_, "exp_": inplace.exp_,
         "relu_": inplace.relu_,
-        "sign": sign, "eq": eq, "ne": ne, "lt": lt,
+        "sign": sign, "sgn": sgn, "median": median, "narrow": narrow, "split": split,
+        "unsafe_split": unsafe_split, "chunk": chunk, "diagonal": diagonal, "repeat": repeat,
+        "eq": eq, "ne": ne, "lt": lt,
         "le": le, "gt": gt, "ge": ge, "logical_not": logical_not,
         "double": _cast(_dtype.float64), "float": _cast(_dtype.float32),
         "half": _cast(_dtype.float16),
@@ -1009,6 +1159,8 @@ def _bind() -> None:
         "clamp_": inplace.clamp_, "__iadd__": inplace.add_, "__isub__": inplace.sub_,
         "__imul__": inplace.mul_, "__itruediv__": inplace.div_,
     }
+    for name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"):
+        methods[name] = getattr(_creation, name)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.real = property(real)

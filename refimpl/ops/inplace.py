@@ -191,6 +191,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         # The node's edge for self is self's graph before the write.
         old_self = wrap(self._data, self._device)
         old_self._grad_fn = self._grad_fn
+        old_self._output_nr = self._output_nr  # one of several outputs (unsafe_split's)
         old_self._requires_grad = self._requires_grad
         # An operand may share self's storage: its edge and version are the ones the op read.
         inputs = [old_self, *others]
@@ -217,6 +218,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     if base is None:
         old_fn = self._grad_fn
         _new_node(row, old_self, others, params, self, before)
+        self._output_nr = 0  # the only output of its new node
         move_retain_grad(self, old_fn, self._grad_fn)
         _regenerate_views(self)
         return self

@@ -218,6 +218,13 @@ _BINARY = ("input", "other")
 _NUMBER_OTHER = {"numbers_ok": ("other",)}
 
 abs = function(F.abs, "abs", "input")  # noqa: A001 - PyTorch's name
+chunk = function(F.chunk, "chunk", "input")
+diagonal = function(F.diagonal, "diagonal", "input")
+median = function(F.median, "median", "input")
+narrow = function(F.narrow, "narrow", "input")
+sgn = function(F.sgn, "sgn", "input")
+unsafe_split = function(F.unsafe_split, "unsafe_split", "input")
+split = F.split  # a Python function in PyTorch too (torch.functional.split)
 argmax = function(F.argmax, "argmax", "input")
 clone = function(F.clone, "clone", "input")
 conj = function(F.conj, "conj", "input")

@@ -174,9 +174,21 @@ _FUNCTIONS = ("exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "sign", "where"
               "minimum", "clip", "swapaxes", "transpose", "expand_dims", "squeeze",
               "broadcast_to", "concatenate", "stack", "zeros", "zeros_like", "full_like",
               "dot", "logical_not", "ones", "full", "conj", "negative", "dtype",
-              "ascontiguousarray", "arange", "moveaxis", "take_along_axis", "bincount")
+              "ascontiguousarray", "arange", "moveaxis", "take_along_axis", "bincount",
+              "sort", "argsort", "take", "isnan", "tile")
 for _name in _FUNCTIONS:
     globals()[_name] = _function(_name)
+
+
+nan = numpy.nan
+int64 = numpy.int64
+
+
+def diagonal(a: ndarray, offset: int = 0, axis1: int = 0, axis2: int = 1) -> ndarray:
+    """A writable view, as CuPy's diagonal is (NumPy's is read-only)."""
+    out = numpy.diagonal(_unwrap(a), offset, axis1, axis2)
+    out.flags.writeable = True
+    return _wrap(out)
 
 
 def broadcast_to(array: ndarray, shape: tuple[int, ...]) -> ndarray:
@@ -195,4 +207,4 @@ class lib:  # noqa: N801 - CuPy's name
     stride_tricks = _StrideTricks
 
 
-__all__ = ["ndarray", "asarray", "asnumpy", "lib", *_FUNCTIONS]
+__all__ = ["ndarray", "asarray", "asnumpy", "lib", "diagonal", "nan", "int64", *_FUNCTIONS]
