@@ -21,7 +21,9 @@ import yaml
 
 _KEY = re.compile(r"^([A-Za-z_][\w.]*)\(([^()]*)\)")
 _PATTERNS = (
-    (re.compile(r"'[^'\n]*'|\"[^\"\n]*\""), "'…'"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
+    # What is missing is the cause: keep the name in "has no attribute 'x'", "name 'x' ...".
+    (re.compile(r"(?<!attribute )(?<!name )'[^'\n]*'|\"[^\"\n]*\""), "'…'"),
     (re.compile(r"\[[^\[\]\n]*(\[[^\[\]\n]*\][^\[\]\n]*)*\]"), "[…]"),
     (re.compile(r"tensor\([^\n]*?\)(?=,|$| )"), "tensor(…)"),
     (re.compile(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b"), "N"),
@@ -78,31 +80,47 @@ def by_cause(results: Iterable[Any]) -> list[Cause]:
     return sorted(causes.values(), key=lambda c: (order.get(c.level, 3), -c.count, c.text))
 
 
-def expectations_text(engine: str, results: Sequence[Any]) -> str:
+def expectations_text(engine: str, results: Sequence[Any],
+                      known: Any = None) -> str:
     """An expectations file listing every failed or errored case, grouped by cause, with one
-    reason per group to fill in (`run --write-expectations`)."""
-    failing = [r for r in results if r.verdict in ("failed", "error")]
+    reason per group to fill in (`run --write-expectations`). `known` (an `Expectations`):
+    the file's entries so far; an entry that still matches a failing case keeps its reason."""
+    failing = [r for r in results if r.verdict in ("failed", "error", "xfail")]
+    kept: dict[str, str] = {}
+    if known is not None:
+        for result in failing:
+            entry = known.match(result.case_id)
+            if entry is not None and entry.kind == "xfail":
+                kept[entry.prefix] = entry.reason
+    fresh = [r for r in failing if not any(r.case_id.startswith(p) for p in kept)]
+    failing = [r for r in fresh if r.verdict in ("failed", "error")]
     lines = [
         f"# Expectations for {engine}, written by `python -m conformance run "
         "--write-expectations`.",
         "# One group per cause, the most urgent first. Replace each group's reason (the same",
         "# text on every line of the group) with what the engine does instead, and move the",
-        "# real bugs out of this file once they are fixed. Format: conformance/expectations.py.",
+        "# real bugs out of this file once they are fixed. Writing it again keeps the reasons",
+        "# of the entries that still match a failing case and adds groups for new failures.",
         "xfail:",
     ]
+    if kept:
+        lines += ["", "  # -- kept from the file as it was"]
+        lines += [f"  {_scalar(prefix)}: {_scalar(reason)}" for prefix, reason in kept.items()]
     for number, cause in enumerate(by_cause(failing), 1):
         reason = f"FILL IN ({cause.level}): {cause.text}"
         lines += ["", f"  # -- cause {number}: {cause.level}, {cause.count} case(s): "
                       f"{_one_line(cause.text)}"]
         for case_id in cause.case_ids:
             lines.append(f"  {_scalar(case_id)}: {_scalar(reason)}")
-    if not failing:
+    if not failing and not kept:
         lines[-1] = "xfail: {}"
     return "\n".join(lines) + "\n"
 
 
 def _scalar(text: str) -> str:
-    return yaml.safe_dump(text, width=10**6, allow_unicode=True).splitlines()[0]
+    # Double quotes, so that a reason edited in place may hold an apostrophe.
+    return yaml.safe_dump(text, width=10**6, allow_unicode=True,
+                          default_style='"').splitlines()[0]
 
 
 def _one_line(text: str) -> str:
@@ -110,6 +128,9 @@ def _one_line(text: str) -> str:
 
 
 def write_expectations(path: Path, engine: str, results: Sequence[Any]) -> None:
+    """Write `path`; entries already in it that still match a failing case keep their reason."""
+    from conformance.expectations import Expectations
     from conformance.reports import write_atomic
 
-    write_atomic(Path(path), expectations_text(engine, results))
+    known = Expectations.load(Path(path)) if Path(path).is_file() else None
+    write_atomic(Path(path), expectations_text(engine, results, known))

@@ -71,6 +71,7 @@ Guide: docs/adapters.md of autograd-conformance (also the reference's "Writing a
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,8 @@ class {cls}(Engine):
 
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
         torch = Torch(rng)
-        return {{"torch": torch, "nn": None, "F": None}}
+        # nn and F as empty namespaces: a case using a module fails on the missing name.
+        return {{"torch": torch, "nn": SimpleNamespace(), "F": SimpleNamespace()}}
 
     def to_numpy(self, tensor: Any) -> np.ndarray:
         return np.asarray(tensor.raw)
@@ -147,7 +149,7 @@ def test_{ident}_meets_its_expectations(tmp_path):
 '''
 
 EXPECTATIONS = '''# Cases {name} is known to fail, keyed by case id or id prefix, each with what
-# {name} does instead. Bootstrap it: python -m conformance run --engine {name}_adapter:make_engine
+# {name} does instead (the adapter guide's "Known divergences"). Bootstrap it: python -m conformance run --engine {name}_adapter:make_engine
 #     --write-expectations {name}_expectations.yaml
 xfail: {{}}
 '''
