@@ -149,8 +149,9 @@ def test_{ident}_meets_its_expectations(tmp_path):
 '''
 
 EXPECTATIONS = '''# Cases {name} is known to fail, keyed by case id or id prefix, each with what
-# {name} does instead (the adapter guide's "Known divergences"). Bootstrap it: python -m conformance run --engine {name}_adapter:make_engine
-#     --write-expectations {name}_expectations.yaml
+# {name} does instead (the adapter guide's "Known divergences"). Bootstrap it:
+#     python -m conformance run --engine {name}_adapter:make_engine
+#         --write-expectations {name}_expectations.yaml
 xfail: {{}}
 '''
 
