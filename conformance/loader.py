@@ -24,6 +24,7 @@ import yaml
 
 from conformance.api import Api, ApiFormatError, check_expression, check_snippet
 from conformance.case import Case, CaseFormatError, line_of
+from conformance.features import undeclared
 from conformance.sandbox import check_np, np_expressions
 from conformance.sources import SourceDocument, collapse, load_sources, read_texts
 
@@ -375,6 +376,9 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
             if feature not in resources.features:
                 add(line_of(case.raw, "features"),
                     f"unknown feature '{feature}' (register it in spec/features.yaml)")
+        for use in undeclared(case, resources.features):
+            add(use.line, f"step {use.step}: {use.what!r} uses feature '{use.feature}': "
+                f"add it to features:")
     for source in (*case.sources, *case.errata):
         if resources.sources is not None and source.doc not in resources.sources:
             add(source.line, f"unknown source document '{source.doc}' (the ids are in "

@@ -17,9 +17,10 @@ rather than JAX's). So the namespace gives only what JAX has in PyTorch's terms,
 | `requires_grad=True` and everything else of autograd | absent: the case fails at that call |
 
 64-bit types are switched on (`jax_enable_x64`), else JAX silently stores float64 as float32.
-No optional feature is declared, so cases needing modules, devices, higher-order gradients or
-hooks are unsupported; core cases that use autograd state fail, and the expectations file
-lists them by topic. Messages are compared by type only.
+The features declared are what JAX arrays have: complex and half-precision dtypes and object
+identity. Without `autograd_state` every case that asks a tensor for requires_grad, .grad or
+backward() is unsupported, as are modules, devices, grad mode, hooks and the graph. Messages
+are compared by type only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class JaxEngine(Engine):
     message_strictness = "type"
     torch_version = "2.13.0"
     expectations = EXPECTATIONS
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset({"complex", "half", "identity"})
 
     def __init__(self, jax: Any) -> None:
         jax.config.update("jax_enable_x64", True)

@@ -44,9 +44,10 @@ Whatever has no MyGrad counterpart (`torch.autograd`, `enable_grad`, `set_grad_e
 `is_grad_enabled`, `addmm`, `detach_`, `contiguous`, `nn` modules, devices, `retain_graph`,
 `create_graph`, `inputs=`, an `AccumulateGrad.variable`) is left out, so a case using it fails or
 is unsupported, and MyGrad's own behaviour (it keeps gradients of non-leaves, clears the graph
-after backward, names nodes after its operations) shows in the results. The only optional
-feature declared is `inplace`. Messages are compared by type only. Known failures are listed
-in `conformance/expectations/mygrad.yaml`.
+after backward, names nodes after its operations) shows in the results. The features declared
+are those MyGrad has: tensor autograd state, `no_grad` (as `no_autodiff`), in-place ops and
+views that write through to their base, nodes to introspect (`creator`) and float16. Messages
+are compared by type only. Known failures are listed in `conformance/expectations/mygrad.yaml`.
 """
 
 from __future__ import annotations
@@ -88,11 +89,15 @@ class MyGradEngine(Engine):
     def __init__(self, mygrad: Any) -> None:
         self.mg = mygrad
         self.version = importlib.metadata.version("mygrad")
-        # MyGrad mutates tensors in place (`out=`, item assignment, augmented assignment) and
-        # keeps its graph consistent; it has no modules, complex dtypes, higher-order or
-        # forward-mode AD, repr in PyTorch's format or devices (cuda, meta), so those cases are
-        # unsupported.
-        self.features = frozenset({"inplace"})
+        # MyGrad mutates tensors in place (`out=`, item assignment, augmented assignment),
+        # views share their base's memory, and it keeps its graph consistent. It has no
+        # set_grad_enabled or grad-mode decorators (enable_grad is missing), no version counter,
+        # detach_, retain_grad (it keeps every grad), backward(inputs=/create_graph=), hooks,
+        # PyTorch's warnings, modules, complex dtypes, higher-order or forward-mode AD, repr in
+        # PyTorch's format or devices (cuda, meta); and `.grad` is wrapped anew at each read, so
+        # object identity is not observable. Those cases are unsupported.
+        self.features = frozenset({"autograd_state", "no_grad", "inplace", "views",
+                                   "node_introspection", "half"})
 
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
         torch = _Torch(self.mg, rng)

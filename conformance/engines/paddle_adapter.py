@@ -42,10 +42,12 @@ EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "paddle
 OVERRIDES = {"relu": ("nn", "functional", "relu")}
 """`torch` members the torch proxy takes from elsewhere in Paddle (its GLOBAL_OVERRIDES)."""
 LACKS = frozenset({"cuda", "meta", "forward_ad", "repr", "inference_mode", "batchnorm",
-                   "anomaly_mode"})
+                   "anomaly_mode", "node_hooks", "backward_inputs", "backward_create_graph",
+                   "warnings"})
 """A CPU build; no meta device, forward-mode AD, inference mode, anomaly mode or PyTorch's
 repr. Paddle's batch norm is `BatchNorm1D` with its own momentum convention, not
-`nn.BatchNorm1d`."""
+`nn.BatchNorm1d`. Its backward nodes take no hooks, `Tensor.backward` has neither `inputs=` nor
+`create_graph=` (only `paddle.grad` has), and it emits none of PyTorch's autograd warnings."""
 
 
 def make_engine() -> Engine:

@@ -25,8 +25,10 @@ module level:
 tinygrad records no backward graph: a tensor's history is the lazy UOp graph of its forward
 computation, differentiated as a whole when `backward()` runs. So there is no `grad_fn`,
 `is_leaf`, node or `retain_grad`, and no grad mode; those reads fail the case with tinygrad's
-own AttributeError. The only optional feature is `inplace` (`assign`, item assignment,
-augmented assignment). Messages are compared by type only.
+own AttributeError. The features declared are those tinygrad has: tensor autograd state
+(`requires_grad`, `grad`, `backward`), `inplace` (`assign`, item assignment, augmented
+assignment; a write to a slice or a detached tensor does not reach its base, so no `views`),
+object identity and float16. Messages are compared by type only.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ DTYPES = ("bool", "float16", "float32", "float64", "int32", "int64")
 METHODS = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "relu", "sigmoid", "softmax",
            "log_softmax", "matmul", "maximum", "minimum", "sum", "mean")
 """`torch.<name>(t, ...)` is `t.<name>(...)` in tinygrad."""
-FEATURES = frozenset({"inplace"})
+FEATURES = frozenset({"autograd_state", "inplace", "identity", "half"})
 
 
 def make_engine() -> Engine:

@@ -24,6 +24,7 @@ import yaml
 from conformance.case import Case
 from conformance.engines.base import Engine
 from conformance.executor import stage
+from conformance.features import derive
 from conformance.fuzz.differential import (
     Mismatch,
     RaisedObservation,
@@ -116,7 +117,9 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
                 "of this generated program (a differential fuzzing finding).",
         "sources": [dict(SOURCE)],
     }
-    features = features_of(program.steps[: mismatch.step + 1])
+    # What the generator knows it used, and what lint will derive from the case's own text.
+    features = sorted(set(features_of(program.steps[: mismatch.step + 1]))
+                      | set(derive(Case.from_dict({**case, "steps": steps}))))
     if features:
         case["features"] = list(features)
     case["seed"] = program.seed

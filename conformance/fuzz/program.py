@@ -16,6 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.case import Case
+from conformance.features import derive
+
 
 @dataclass(frozen=True)
 class ProgramStep:
@@ -50,8 +53,12 @@ class Program:
         """A case dict without expectations (what the executor and the loader accept)."""
         case: dict[str, Any] = {"id": case_id, "rule": rule, "seed": self.seed,
                                 "steps": [{"run": step.run} for step in self.steps]}
-        if self.features:
-            case["features"] = list(self.features)
+        # Lint derives features from the runs and from what a finding will observe.
+        observed = {**case, "steps": [{"run": step.run, "expect": dict.fromkeys(step.observe)}
+                                      for step in self.steps]}
+        features = sorted(set(self.features) | set(derive(Case.from_dict(observed))))
+        if features:
+            case["features"] = features
         return case
 
 
