@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conformance import scaffold
+from conformance import engine_report, scaffold
 from conformance.case import Case
 from conformance.causes import write_expectations
 from conformance.engines import EngineError
@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     fuzz_cli.add_parser(commands)
     docs_cli.add_parser(commands)
     scaffold.add_parser(commands)
+    engine_report.add_parser(commands)
     return parser
 
 
@@ -118,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return docs_cli.run(args)
     if args.command == "new-adapter":
         return scaffold.run(args)
+    if args.command == "engine-report":
+        return engine_report.run(args)
     loaded = _load(args.cases, args.spec)
     if loaded is None:
         return 1

@@ -1,0 +1,126 @@
+"""`python -m conformance engine-report ENGINE...`: the published report of a third-party engine.
+
+For each engine it runs the suite (in worker processes, at both levels) and writes
+`reports/engines/<name>.md`: the figures at both levels, then what an engine's maintainers can
+act on, the genuine divergences first. An expectations entry whose reason starts with `BUG:` is
+a genuine divergence (a wrong value, a lost flag, a crash), and its reason carries a one-line
+repro in the engine's own API; every other xfail is grouped by its reason, the semantic ones
+before those that differ only in PyTorch's surface (node names, messages).
+
+    python -m conformance engine-report mygrad tinygrad jax paddle    # rewrites all four
+
+The text depends only on the suite, the engine and its expectations file (no dates or
+timings), so a regenerated report changes only when one of them does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
+
+DEFAULT_OUT = Path("reports") / "engines"
+BUG = "BUG:"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    sub = commands.add_parser("engine-report", help="write reports/engines/<engine>.md",
+                              description=__doc__.split("\n\n")[0])
+    sub.add_argument("engines", nargs="+", metavar="ENGINE")
+    sub.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                     help=f"folder for the reports (default {DEFAULT_OUT})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.cli import start_engines
+    from conformance.engines import EngineError
+    from conformance.suite import run_suite
+    from conformance.workers import WorkerStartError
+
+    loaded = load([DEFAULT_SPEC_DIR / "cases"], SpecResources.load(DEFAULT_SPEC_DIR))
+    if loaded.problems:
+        print("\n".join(map(str, loaded.problems)), file=sys.stderr)
+        return 1
+    try:
+        workers = start_engines(args.engines)
+    except (EngineError, WorkerStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = run_suite(loaded.cases, workers, level="full")
+    finally:
+        for engine in workers:
+            engine.close()
+    from conformance.reports import write_atomic
+
+    rules = {case.id: case.rule for case in loaded.cases}
+    for run_ in report.runs:
+        path = args.out / f"{run_.engine.name}.md"
+        write_atomic(path, render(run_, rules))
+        print(f"wrote {path}")
+    return 0 if report.ok else 1
+
+
+def render(run: Any, rules: dict[str, str]) -> str:
+    """The Markdown report of one engine's run."""
+    from conformance import __version__
+
+    engine = run.engine
+    full, semantic = run.summary(level="full"), run.summary(level="semantics")
+    lines = [
+        f"# {engine.name} {engine.version} against the autograd conformance suite",
+        "",
+        f"Suite {__version__}, {len(run.results)} cases, engine on {engine.device}; message "
+        f"strictness `{engine.message_strictness}`. Regenerate with `python -m conformance "
+        f"engine-report {engine.spec or engine.name}`.",
+        "",
+        "| level | passed | failed | error | unsupported | xfail |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(f"| {name} | {c['passed']} | {c['failed']} | {c['error']} | {c['unsupported']} | "
+          f"{c['xfail']} |" for name, c in (("full", full), ("semantics", semantic))),
+        "",
+        "`semantics` holds the engine to values, gradients, flags and which step raises or "
+        "warns; `full` also to PyTorch's surface (node names, messages, repr, identity). "
+        "`unsupported`: the case needs a feature the adapter does not declare.",
+    ]
+    xfails = [r for r in run.results if r.verdict == "xfail"]
+    bugs = [r for r in xfails if (r.reason or "").startswith(BUG)]
+    lines += ["", "## Genuine divergences", ""]
+    if bugs:
+        lines += ["Wrong values, lost state or crashes, each with a repro in the engine's own "
+                  "API:", ""]
+        for result in bugs:
+            lines.append(f"- **`{result.case_id}`** ({_text(rules.get(result.case_id, ''))}): "
+                         f"{_text(result.reason[len(BUG):].strip())}")
+    else:
+        lines.append("None listed.")
+    others: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for result in xfails:
+        if result in bugs:
+            continue
+        level = "semantics" if result.verdict_at("semantics") == "xfail" else "surface only"
+        others[(level, result.reason or "")].append(result.case_id)
+    for level in ("semantics", "surface only"):
+        groups = sorted(((reason, ids) for (lv, reason), ids in others.items() if lv == level),
+                        key=lambda item: (-len(item[1]), item[0]))
+        if not groups:
+            continue
+        title = "Other differences in the autograd model" if level == "semantics" else \
+            "Differences of PyTorch's surface only"
+        lines += ["", f"## {title}", "", "| cases | what the engine does | e.g. |",
+                  "| ---: | --- | --- |"]
+        lines += [f"| {len(ids)} | {_text(reason)} | `{ids[0]}` |" for reason, ids in groups]
+    failing = [r for r in run.results if r.verdict in ("failed", "error")]
+    if failing:
+        lines += ["", "## Not yet in the expectations file", ""]
+        lines += [f"- `{r.case_id}`: {r.verdict}: {_text(r.message.splitlines()[0])}"
+                  for r in failing]
+    return "\n".join(lines) + "\n"
+
+
+def _text(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
