@@ -188,3 +188,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_the_same_suite_gives_the_same_json_apart_from_timings(tmp_path: Path) -> None:
+    import re
+
+    texts = []
+    for name in ("a.json", "b.json"):
+        done = cli("run", "--engine", "refimpl", "--engine", "mygrad", "-q",
+                   "--json", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+        texts.append(re.sub(r'"(wall_time_s|duration_s)": [0-9.e-]+', r'"\1": 0',
+                            (tmp_path / name).read_text()))
+    assert texts[0] == texts[1]
