@@ -18,6 +18,7 @@ from conformance.reference.results import ReportsError, read_reports
 FINDING = """\
 - id: fuzz_0123456789.refimpl-vs-torch
   rule: An open finding, shown on the fuzzing page.
+  features: [autograd_state, node_introspection]
   sources:
     - doc: autodiff-notes-flat
       quote: "calculate gradients through the DAG."

@@ -52,6 +52,7 @@ def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "sources": [{"doc": "hostile-doc", "quote": f"quoted {HOSTILE}"}],
         "errata": [{"doc": "hostile-doc", "quote": f"quoted {HOSTILE}",
                     "correction": HOSTILE}],
+        "features": ["autograd_state", "node_introspection"],
         "steps": [
             {"run": "x = torch.ones(2, requires_grad=True)\ny = x * 2",
              "expect": {"grad_fn_name(y)": "MulBackward0"}},
