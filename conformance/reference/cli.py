@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return build_site(args.out, spec_dir=args.spec, reports=args.reports,
-                          engines=args.engine or list(DEFAULT_ENGINES),
+                          engines=args.engine or None,
                           open_findings=args.open_findings, keep_source=args.keep_source)
     except (EngineError, ReportsError, WorkerStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -89,7 +89,8 @@ def build_site(out: Path, *, spec_dir: Path = DEFAULT_SPEC_DIR, reports: Path | 
     if reports is not None:
         results = read_reports(Path(reports))
     else:
-        results = run_engines(cases, engines or list(DEFAULT_ENGINES))
+        results = run_engines(cases, engines or list(DEFAULT_ENGINES),
+                              skip_missing=not engines)
     site = collect(spec_dir, results=results, cases=cases, open_findings_dir=open_findings)
     with tempfile.TemporaryDirectory(prefix="conformance-reference-") as scratch:
         source = Path(keep_source) if keep_source is not None else Path(scratch) / "source"

@@ -21,7 +21,7 @@ from conformance.executor import VERDICTS
 
 # The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl) and the
 # third-party adapters it ships. The CUDA variants run the same adapters on a GPU.
-DEFAULT_ENGINES = ("torch", "refimpl", "mygrad")
+DEFAULT_ENGINES = ("torch", "refimpl", "mygrad", "tinygrad", "jax", "paddle")
 
 
 class ReportsError(ValueError):
@@ -55,13 +55,27 @@ class EngineResults:
         return {verdict: found.get(verdict, 0) for verdict in VERDICTS}
 
 
-def run_engines(cases: Sequence[Case], names: Sequence[str]) -> list[EngineResults]:
+def run_engines(cases: Sequence[Case], names: Sequence[str],
+                skip_missing: bool = False) -> list[EngineResults]:
     """Run `cases` on each engine in `names`, each in its worker processes (unknown names
-    raise EngineError, engines that cannot load WorkerStartError)."""
+    raise EngineError, engines that cannot load WorkerStartError). `skip_missing`: an engine
+    whose package is not installed is left out, with a line on stderr, instead."""
+    import sys
+
     from conformance.cli import start_engines
     from conformance.suite import run_suite
+    from conformance.workers import WorkerStartError
 
-    workers = start_engines(names)
+    workers = []
+    for name in names:
+        try:
+            workers += start_engines([name])
+        except WorkerStartError as exc:
+            if not skip_missing:
+                for engine in workers:
+                    engine.close()
+                raise
+            print(f"note: {exc}; the reference leaves it out", file=sys.stderr)
     try:
         report = run_suite(cases, workers)
     finally:
