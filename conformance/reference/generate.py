@@ -319,6 +319,20 @@ def home(site: Site) -> str:
         f"case follows PyTorch and records the document's words as an erratum "
         f"(:doc:`all errata </errata>`).",
         "",
+        "The engines on these pages: ``torch`` (PyTorch itself), ``refimpl`` (the project's "
+        "reference engine on NumPy, which obeys every case and is fuzzed against PyTorch) and "
+        "third-party engines run through adapters. *xfail* marks a case an engine is known to "
+        "fail, with the reason from its expectations file; a reason that starts with ``BUG:`` "
+        "is a genuine divergence (a wrong value, lost state, a crash), the others differ in "
+        "API or wording. *unsupported* marks a case that needs a feature the engine lacks, or "
+        "hardware (a CUDA GPU) the machine that built these pages did not have.",
+        "",
+        "The suite is the Python package ``autograd-conformance``: its repository's README "
+        "installs it in one command, runs these cases on any engine "
+        "(``python -m conformance run --engine NAME``) and builds these pages "
+        "(``python -m conformance docs``); :doc:`/adapters` shows how to check an engine of "
+        "your own.",
+        "",
         rst.heading("How to read a rule", "-"),
         "Each topic page lists its cases. A case is a section headed by its **id**, which is "
         f"also its link: {rst.code(f'{example.topic}.html#{example.id}')} opens "
