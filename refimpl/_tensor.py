@@ -448,6 +448,10 @@ class Tensor:
 
     def detach_(self) -> Tensor:
         """Make this tensor a leaf that does not require grad; views refuse."""
+        if _grad_mode._state.inference or self._inference:
+            # PyTorch's detach_ is an autograd kernel: in inference mode, and on an inference
+            # tensor (no autograd dispatch key), the call skips it and changes nothing.
+            return self
         if self._base is not None:
             raise RuntimeError(DETACH_VIEW)
         self._grad_fn = None

@@ -218,9 +218,15 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
             arrived = grad is not None and (not multi or any(g is not None for g in grad))
             run = arrived and (needed is None or node in needed)
             is_leaf = type(node) is AccumulateGrad
+            capture_late = False
             if run and targets is not None and not is_leaf and node in targets:
-                # PyTorch captures a non-leaf's gradient before its hooks.
-                _capture(captured, target_edges, node, grad)
+                # PyTorch captures the gradient of a non-leaf it must run on before that
+                # node's tensor hooks (they run with the node), and that of one it need not
+                # run after them (it calls them first, then captures).
+                if any(n in needed for n, _ in node.next_functions if n is not None):
+                    _capture(captured, target_edges, node, grad)
+                else:
+                    capture_late = True
             # Tensor hooks (retain_grad's too) also see the gradient of a root that
             # autograd.grad does not need to run, as in PyTorch (no other unneeded node gets one).
             hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
@@ -234,6 +240,8 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     if new is not None:
                         grad = _hook_result(hook, grad, new)
                         grad_owned = False
+            if capture_late:
+                _capture(captured, target_edges, node, grad)
             if run and targets is not None:
                 if is_leaf and node in targets:
                     _capture(captured, target_edges, node, grad)

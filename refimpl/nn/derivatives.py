@@ -8,10 +8,10 @@ written with refimpl ops, so ``create_graph=True`` differentiates them again:
   are again convolutions or each other: three rows close the family under differentiation, and
   first-order gradients carry PyTorch's ``ConvolutionBackwardBackward0`` name.
 - ``mse_loss``'s gradient is the row ``mse_loss_backward`` (``MseLossBackwardBackward0``).
-- ``native_batch_norm``'s gradients are composite refimpl ops that recompute the batch
-  statistics from the saved input, so second derivatives see how mean and variance depend on
-  the input (their node names are those of the composite ops, not PyTorch's fused
-  ``NativeBatchNormBackwardBackward0``).
+- ``native_batch_norm``'s gradients are the row ``native_batch_norm_backward``
+  (``NativeBatchNormBackwardBackward0``), whose own derivatives are PyTorch's
+  ``batchnorm_double_backward`` written op for op in refimpl ops, so third-order gradients
+  record PyTorch's nodes.
 
 Forwards use only array operations that NumPy and CuPy share (slicing, ``@``, ``stack``,
 ``zeros``, reductions), so the rows run unchanged on either backend.
@@ -24,6 +24,7 @@ from typing import Any
 from refimpl import _creation
 from refimpl._tensor import Tensor
 from refimpl.ops import apply, defop
+from refimpl.ops import derivatives as D
 
 __all__ = ["CONVOLUTION", "CONVOLUTION_INPUT_GRAD", "CONVOLUTION_WEIGHT_GRAD",
            "CONVOLUTION_BIAS_GRAD", "MSE_LOSS", "MSE_LOSS_BACKWARD", "NATIVE_BATCH_NORM",
@@ -244,52 +245,6 @@ def _batch_norm_forward(xp: Any, input: Any, weight: Any, bias: Any, *, training
     return out, mean, var
 
 
-def _normalized(input: Tensor, training: bool, eps: float, running_mean: Tensor | None,
-                running_var: Tensor | None) -> tuple[Tensor, Tensor]:
-    """``(x_hat, invstd)`` from refimpl ops, so they stay differentiable in ``input``."""
-    dims = _reduce_dims(input.dim())
-    shape = _channel_shape(input.dim())
-    if training:
-        mean = input.mean(dims, keepdim=True)
-        centered = input - mean
-        invstd = ((centered * centered).mean(dims, keepdim=True) + eps) ** -0.5
-    else:
-        centered = input - running_mean.reshape(shape)
-        invstd = (running_var.reshape(shape) + eps) ** -0.5
-    return centered * invstd, invstd
-
-
-def _batch_norm_input_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
-                           eps: float, running_mean: Tensor | None,
-                           running_var: Tensor | None) -> Tensor:
-    x_hat, invstd = _normalized(input, training, eps, running_mean, running_var)
-    scale = weight.reshape(_channel_shape(input.dim())) * invstd
-    if not training:
-        return grad * scale
-    dims = _reduce_dims(input.dim())
-    # Removing the batch mean and the projection on x_hat accounts for the statistics'
-    # dependence on every element of the batch.
-    centered = grad - grad.mean(dims, keepdim=True)
-    return scale * (centered - x_hat * (grad * x_hat).mean(dims, keepdim=True))
-
-
-def _batch_norm_weight_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
-                            eps: float, running_mean: Tensor | None,
-                            running_var: Tensor | None) -> Tensor:
-    x_hat, _ = _normalized(input, training, eps, running_mean, running_var)
-    return (grad * x_hat).sum(_reduce_dims(input.dim()))
-
-
-def _batch_norm_bias_grad(grad: Tensor, input: Tensor, weight: Tensor, training: bool,
-                          eps: float, running_mean: Tensor | None,
-                          running_var: Tensor | None) -> Tensor:
-    return grad.sum(_reduce_dims(input.dim()))
-
-
-# The gradients of (input, weight, bias) in refimpl ops: what the double backward differentiates.
-_BATCH_NORM_GRADS = (_batch_norm_input_grad, _batch_norm_weight_grad, _batch_norm_bias_grad)
-
-
 def _batch_norm_backward_forward(xp: Any, grad_out: Any, input: Any, weight: Any,
                                  save_mean: Any, save_var: Any, *, training: bool, eps: float,
                                  running_mean: Any = None, running_var: Any = None,
@@ -312,29 +267,120 @@ def _batch_norm_backward_forward(xp: Any, grad_out: Any, input: Any, weight: Any
     return scale * (centered - x_hat * (grad_out * x_hat).mean(axis=dims, keepdims=True))
 
 
+def _sum_exclude_dim1(t: Tensor, keepdim: bool = True) -> Tensor:
+    """PyTorch's ``sum_exclude_dim1``: dim 0 first, then the trailing dims from the last."""
+    r = t.sum(0, keepdim=keepdim)
+    for dim in range(r.dim() - 1, 1 if keepdim else 0, -1):
+        r = r.sum(dim, keepdim=keepdim)
+    return r
+
+
+def _unsqueeze_dim1(src: Tensor, target: Tensor) -> Tensor:
+    """A per-channel ``(C,)`` tensor shaped as a keepdim reduction of ``target``."""
+    while src.dim() < target.dim() - 1:
+        src = src.unsqueeze(1)
+    return src.unsqueeze(0) if src.dim() == target.dim() - 1 else src
+
+
+def _expand_as_dim1(src: Tensor, target: Tensor) -> Tensor:
+    while src.dim() < target.dim() - 1:
+        src = src.unsqueeze(1)
+    return src.expand(target.shape)
+
+
+def batchnorm_double_backward(input: Tensor, gamma: Tensor, ggI: Tensor | None,
+                              ggG: Tensor | None, ggB: Tensor | None, gO: Tensor,
+                              running_mean: Tensor | None, running_var: Tensor | None,
+                              training: bool, eps: float, save_mean: Tensor,
+                              save_var: Tensor, position: int) -> Tensor | None:
+    """PyTorch's ``batchnorm_double_backward`` (FunctionsManual.cpp), op for op, so that under
+    create_graph it records PyTorch's nodes: the gradient of ``grad_out`` (``position`` 0),
+    ``input`` (1) or ``weight`` (2) of ``native_batch_norm_backward`` given the gradients
+    ``ggI``, ``ggG``, ``ggB`` of its three outputs (None: no gradient). PyTorch's in-place
+    steps on fresh intermediates (``div_(M)``, ``add_``) record the nodes their out-of-place
+    forms do, which is what is written here; ``save_var`` stands for PyTorch's saved
+    ``save_invstd`` (``(save_var + eps) ** -0.5``, a constant to autograd)."""
+    gamma_expanded = _expand_as_dim1(gamma, input)
+    ggG_expanded = _expand_as_dim1(ggG, input) if ggG is not None else None
+    M = input.shape[0]
+    for size in input.shape[2:]:
+        M *= size
+    if training:
+        mu = _unsqueeze_dim1(save_mean, input)
+        sigma2_eps_neg_1_2 = _unsqueeze_dim1((save_var + eps) ** -0.5, input)
+    else:
+        mu = _unsqueeze_dim1(running_mean, input)
+        sigma2_eps_neg_1_2 = _unsqueeze_dim1((running_var + eps) ** -0.5, input)
+    input_sub_mu = input - mu
+    sigma2_eps_neg_1 = sigma2_eps_neg_1_2 ** 2
+    sigma2_eps_neg_3_2 = sigma2_eps_neg_1_2 ** 3
+
+    def first_back_grad_input(g: Tensor, gamma: Tensor) -> Tensor:
+        # The first backward's grad_input.
+        h0 = D.divide(gamma * sigma2_eps_neg_1_2, M)
+        h1 = (D.scale(M, g) - _sum_exclude_dim1(g)) \
+            - input_sub_mu * sigma2_eps_neg_1 * _sum_exclude_dim1(g * input_sub_mu)
+        return h0 * h1
+
+    if position == 1:
+        input_mu_sigma2_neg_3_2 = input_sub_mu * sigma2_eps_neg_3_2
+        gOinmu_sum = _sum_exclude_dim1(gO * input_sub_mu)
+        gO_sum = _sum_exclude_dim1(gO)
+        gI = None
+        if ggI is not None and training:
+            ggI_sum = _sum_exclude_dim1(ggI)
+            ggIinmu_sum = _sum_exclude_dim1(ggI * input_sub_mu)
+            all_sub = (D.divide(ggI_sum * gO_sum, M) - _sum_exclude_dim1(gO * ggI)) \
+                + D.scale(3.0 / M, sigma2_eps_neg_1 * gOinmu_sum * ggIinmu_sum)
+            gI_0t = D.divide(input_mu_sigma2_neg_3_2 * all_sub, M)
+            gI_1t = D.divide(ggIinmu_sum * sigma2_eps_neg_3_2, M) * (D.divide(gO_sum, M) - gO)
+            gI_2t = D.divide(gOinmu_sum * sigma2_eps_neg_3_2, M) * (D.divide(ggI_sum, M) - ggI)
+            gI = gamma_expanded * ((gI_0t + gI_1t) + gI_2t)
+        if ggG_expanded is not None:
+            if training:
+                t0 = gO * sigma2_eps_neg_1_2
+                t1 = D.divide(sigma2_eps_neg_1_2 * gO_sum, -M)
+                t2 = D.divide(input_mu_sigma2_neg_3_2 * _sum_exclude_dim1(gO * input_sub_mu),
+                              -M)
+                gI_G_term = ggG_expanded * ((t0 + t1) + t2)
+            else:
+                gI_G_term = ggG_expanded * sigma2_eps_neg_1_2 * gO
+            gI = gI_G_term if gI is None else gI + gI_G_term
+        return gI
+    if position == 2:
+        if ggI is None:
+            return None
+        if training:
+            ones = _creation.ones((), dtype=sigma2_eps_neg_1_2.dtype,
+                                  device=sigma2_eps_neg_1_2.device)
+            return _sum_exclude_dim1(ggI * first_back_grad_input(gO, ones), False)
+        return _sum_exclude_dim1(ggI * gO * sigma2_eps_neg_1_2, False)
+    ggO = None
+    if ggI is not None:
+        ggO = first_back_grad_input(ggI, gamma_expanded) if training \
+            else ggI * sigma2_eps_neg_1_2 * gamma_expanded
+    if ggG_expanded is not None:
+        ggO_G_term = ggG_expanded * input_sub_mu * sigma2_eps_neg_1_2
+        ggO = ggO_G_term if ggO is None else ggO + ggO_G_term
+    if ggB is not None:
+        ggO_B_term = _expand_as_dim1(ggB, input)
+        ggO = ggO_B_term if ggO is None else ggO + ggO_B_term
+    return ggO
+
+
 def _batch_norm_double(position: int) -> Any:
     """The double-backward formula for input ``position`` (grad_out, input, weight) of
-    ``native_batch_norm_backward``: the vector-Jacobian product of the gradient expression in
-    refimpl ops, itself recorded when ``create_graph`` is on."""
+    ``native_batch_norm_backward``: PyTorch's ``batchnorm_double_backward`` with the
+    gradient of this node's one output (``output``) defined."""
 
-    def formula(grad: Tensor, grad_out: Tensor, input: Tensor, weight: Tensor, training: bool,
-                eps: float, running_mean: Tensor | None, running_var: Tensor | None,
+    def formula(grad: Tensor, grad_out: Tensor, input: Tensor, weight: Tensor,
+                save_mean: Tensor, save_var: Tensor, training: bool, eps: float,
+                running_mean: Tensor | None, running_var: Tensor | None,
                 output: int) -> Tensor | None:
-        from refimpl.autograd import grad as autograd_grad
-        from refimpl.autograd import grad_mode
-
-        create_graph = grad_mode.is_grad_enabled()
-        with grad_mode.enable_grad():
-            # Fresh view nodes stand for the inputs, so the walk below stops at them instead
-            # of running the graphs that produced them (grad_out's may lead back to input's).
-            args = tuple(a.view(a.shape) if a.requires_grad else a
-                         for a in (grad_out, input, weight))
-            value = _BATCH_NORM_GRADS[output](*args, training, eps, running_mean, running_var)
-        if not value.requires_grad:  # this gradient does not depend on that input
-            return None
-        (result,) = autograd_grad(value, [args[position]], grad, create_graph=create_graph,
-                                  allow_unused=True)
-        return result
+        grads = [grad if k == output else None for k in range(3)]
+        return batchnorm_double_backward(input, weight, *grads, grad_out, running_mean,
+                                         running_var, training, eps, save_mean, save_var,
+                                         position)
 
     return formula
 

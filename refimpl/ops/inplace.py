@@ -140,11 +140,18 @@ def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str
     return result._grad_fn
 
 
-def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = True) -> None:
+def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = True,
+                wrapped: bool = False) -> None:
     """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
     no_grad, leaves), then (unless ``memory`` is False) the memory checks, before any shape or
-    dtype check."""
-    if grad_mode.recording():
+    dtype check.
+
+    ``wrapped``: a Python number operand that PyTorch wraps in a (normal) tensor (add_, sub_,
+    mul_, div_). An op whose tensors are all inference tensors carries no autograd dispatch
+    key in PyTorch: it skips autograd's checks, writes, and only then refuses (see
+    ``Tensor._bump_version``), even on a leaf that requires grad."""
+    if grad_mode.recording() and (wrapped or not self._inference
+                                  or any(not o._inference for o in others)):
         if (self._no_grad_view or self._multi_output) and (
                 self._requires_grad or any(o._requires_grad for o in others)):
             message = no_grad_view_message if self._no_grad_view else multi_output_view_message
@@ -289,7 +296,8 @@ def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:
 
 def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] | None = None,
                     to_float: bool = False) -> Tensor:
-    check_write(row, self, [other] if isinstance(other, Tensor) else [])
+    is_tensor = isinstance(other, Tensor)
+    check_write(row, self, [other] if is_tensor else [], wrapped=not is_tensor)
     tensors, arrays = F.promote((self, other), to_float, broadcast=True)
     _castable(_backend.dtype_of(arrays[0]), self.dtype)
     _fits(self, tensors[1])

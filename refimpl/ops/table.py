@@ -368,7 +368,12 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     result = wrap(out, dev)
     if row.zeros is not None and tensors[0]._zero | tensors[-1]._zero:
         result._zero = _is_zero_result(row.zeros, tensors)
-    if row.is_view:
+    if row.is_view and tensors[0]._inference:
+        # A view of an inference tensor is an inference tensor that autograd does not know as
+        # a view (PyTorch gives it no view metadata): a leaf that never requires grad.
+        result._inference = True
+        result._vc = tensors[0]._shared_version()
+    elif row.is_view:
         base = tensors[0]
         root = base._base if base._base is not None else base
         result._base = root

@@ -844,3 +844,87 @@ gx, gt = torch.autograd.grad(loss, [x, t], create_graph=True)
 hx, ht = torch.autograd.grad((gx * gx).sum() + (gt * gt).sum(), [x, t])
 """, "graph(gx)", "graph(gt)", "str(gx.dtype)", "str(gt.dtype)", "gx", "gt", "hx", "ht",
            "str(hx.dtype)", "str(ht.dtype)")
+
+
+def test_inplace_on_an_inference_tensor_skips_autograd_unless_a_number_is_wrapped() -> None:
+    # Only inference tensors: no autograd kernel, so no leaf check; the write happens, then
+    # the version bump refuses. add_/mul_/div_ wrap their number as a normal tensor.
+    _agree("""
+def write(op):
+    with torch.inference_mode():
+        v = torch.tensor([0.3, 0.4], requires_grad=True)
+    try:
+        op(v)
+    except RuntimeError as exc:
+        return [str(exc), v.tolist()]
+    return v.tolist()
+ops = [lambda v: v.zero_(), lambda v: v.fill_(0.5), lambda v: v.clamp_(0.0, 0.35),
+       lambda v: v.pow_(2),
+       lambda v: v.add_(1.0), lambda v: v.mul_(2.0), lambda v: v.div_(2.0),
+       lambda v: v.mul_(torch.ones(2)), lambda v: v.__setitem__(0, 1.5)]
+""", *[f"write(ops[{i}])" for i in range(9)])
+
+
+def test_a_view_of_an_inference_tensor_is_a_leaf_that_does_not_require_grad() -> None:
+    _agree("""
+with torch.inference_mode():
+    v = torch.tensor([0.3, 0.4], requires_grad=True)
+    inside = v.view(-1)
+with torch.no_grad():
+    a = v.view(-1)
+b = v[0]
+""", "inside.requires_grad", "a.requires_grad", "a.is_inference()", "b.requires_grad",
+           "b.is_leaf", "b.grad_fn")
+
+
+def test_detach_in_place_in_inference_mode_changes_nothing() -> None:
+    _agree("""
+x = torch.tensor([1., 2.], requires_grad=True)
+y = x * 2
+z = y[0]
+with torch.inference_mode():
+    w = torch.tensor([1.], requires_grad=True)
+    x.detach_()
+    y.detach_()
+    z.detach_()
+w.detach_()
+y.sum().backward()
+""", "x.requires_grad", "y.grad_fn.name()", "z.requires_grad", "w.requires_grad", "x.grad")
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (3, 2, 2), (2, 2, 2, 2)])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_third_order_records_batchnorm_double_backward(shape, training) -> None:
+    # PyTorch's batchnorm_double_backward, op for op: the gradient of the input gradient has
+    # the same graph and values in training and eval mode, for 2-, 3- and 4-d inputs.
+    norm = "BatchNorm2d" if len(shape) == 4 else "BatchNorm1d"
+    _agree(f"""
+x = torch.tensor({np.sin(np.arange(np.prod(shape)) * 1.7).reshape(shape).tolist()},
+                 dtype=torch.float64, requires_grad=True)
+m = nn.{norm}({shape[1]}, eps=0.1).double()
+with torch.no_grad():
+    m.weight.copy_(torch.tensor({np.linspace(0.5, 1.5, shape[1]).tolist()}, dtype=torch.float64))
+m(x)
+m.train({training})
+y = m(x)
+g, = torch.autograd.grad((y * y).sum(), [x], create_graph=True)
+h, = torch.autograd.grad((g * g).sum(), [x], create_graph=True, allow_unused=True)
+hw, = torch.autograd.grad((g * g).sum(), [m.weight], create_graph=True, allow_unused=True)
+s, = torch.autograd.grad(y.sum(), [x], create_graph=True)
+t, = torch.autograd.grad(s.sum(), [x], create_graph=True, allow_unused=True)
+""", "graph(h)", "h", "graph(hw)", "hw", "graph(t)", "t")
+
+
+def test_autograd_grad_captures_a_non_leaf_after_its_hooks_unless_it_runs_on() -> None:
+    _agree("""
+x = torch.tensor([1., 2.], requires_grad=True)
+v = x * 3
+v.register_hook(lambda g: g * 2)
+v.retain_grad()
+g, = torch.autograd.grad(v.sum(), [v], retain_graph=True)
+gv, gx = torch.autograd.grad(v.sum(), [v, x], retain_graph=True)
+w = x * 3
+w.register_hook(lambda g: g * 2)
+w.grad_fn.register_prehook(lambda gs: (gs[0] * 10,))
+gw, = torch.autograd.grad(w.sum(), [w])
+""", "g", "v.grad", "gv", "gx", "gw")
