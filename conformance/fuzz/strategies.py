@@ -34,8 +34,12 @@ from conformance.fuzz.differential import FUZZ_TOLERANCES, least_precise
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.loader import DEFAULT_SPEC_DIR, SpecResources
 
-FAMILIES = ("inplace", "create_graph", "modules", "conv", "batchnorm")
-"""Program families that need a feature an engine may lack; all are drawn by default."""
+FAMILIES = ("inplace", "create_graph", "modules", "conv", "batchnorm", "hooks", "node_hooks",
+            "custom_function", "inference_mode", "saved_tensor_hooks", "ops_more")
+"""Program families that need a feature an engine may lack; all are drawn by default. Each is
+named after its feature in spec/features.yaml, except `ops_more` (narrow, split, chunk, sgn,
+median, diagonal, repeat: ops rather than a feature, which an engine with a fixed feature list
+is not assumed to have)."""
 DTYPES = ("float32", "float64")
 MAX_STEPS = 6
 MAX_BOUND = 1e6
@@ -65,6 +69,9 @@ class TensorVar:
     precision: str = ""
     """The least precise float dtype its values were computed in (default: its dtype). A
     float32 result moved to float64 keeps float32 here: the comparison's tolerance follows it."""
+    inference: bool = False
+    """Made in an inference-mode region (an inference tensor, or a view the generator treats
+    as one)."""
 
     def __post_init__(self) -> None:
         self.precision = self.precision or self.dtype
@@ -103,6 +110,17 @@ class _State:
     features: set[str] = field(default_factory=set)
     counter: int = 0
     grad_enabled: bool = True
+    inference: bool = False
+    """Inside an inference-mode region."""
+    handles: list[str] = field(default_factory=list)
+    """Hook handles not removed yet."""
+    functions: set[str] = field(default_factory=set)
+    """The custom Functions of `FUNCTIONS` defined so far."""
+    calls: bool = False
+    """Whether `calls`, the list hooks append to, is defined (then it is observed)."""
+    inference_used: bool = False
+    saved_hooks: bool = False
+    """Inside a saved_tensors_hooks region."""
 
     def fresh(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -134,8 +152,27 @@ class _State:
         # called with requires_grad=True still makes a leaf that requires it.
         if not self.grad_enabled and not var.leaf:
             var = replace(var, requires_grad=False, leaf=True)
+        if self.inference:
+            var.inference = True
         self.tensors.append(var)
         return var
+
+    def operands(self) -> list[TensorVar]:
+        """The tensors a forward statement may take without raising.
+
+        Outside inference mode, with grad mode on, an op that records a node raises when it
+        would save an inference tensor: those meet only the statements that may raise.
+        """
+        if self.inference or not self.grad_enabled or not self.inference_used:
+            return self.tensors
+        return [t for t in self.tensors if not t.inference]
+
+    def recorder(self) -> str:
+        """`calls = []` the first time a hook needs the list, else nothing."""
+        if self.calls:
+            return ""
+        self.calls = True
+        return "calls = []\n"
 
 
 T = TypeVar("T")
@@ -264,7 +301,7 @@ def _positive_form(t: TensorVar) -> tuple[str, float]:
 
 
 def unary(draw: Draw, state: _State) -> str | None:
-    t = _pick(draw, state.tensors)
+    t = _pick(draw, state.operands())
     if t is None:
         return None
     choices = [
@@ -322,10 +359,10 @@ def unary(draw: Draw, state: _State) -> str | None:
 
 
 def binary(draw: Draw, state: _State) -> str | None:
-    a = _pick(draw, state.tensors)
+    a = _pick(draw, state.operands())
     if a is None:
         return None
-    b = _pick(draw, (t for t in state.tensors if _broadcast(a.shape, t.shape) is not None))
+    b = _pick(draw, (t for t in state.operands() if _broadcast(a.shape, t.shape) is not None))
     shape = _broadcast(a.shape, b.shape)
     # A 0-d operand does not promote a dimensioned one of the same kind (float32 (2,) +
     # float64 () is float32).
@@ -379,7 +416,7 @@ def binary(draw: Draw, state: _State) -> str | None:
 
 
 def reduction(draw: Draw, state: _State) -> str | None:
-    t = _pick(draw, state.tensors)
+    t = _pick(draw, state.operands())
     if t is None:
         return None
     kind = _choice(draw, ("sum", "mean", "max", "min"))
@@ -407,12 +444,12 @@ def reduction(draw: Draw, state: _State) -> str | None:
 
 
 def matmul(draw: Draw, state: _State) -> str | None:
-    a = _pick(draw, (t for t in state.tensors if t.ndim in (1, 2)))
+    a = _pick(draw, (t for t in state.operands() if t.ndim in (1, 2)))
     if a is None:
         return None
     bias: TensorVar | None = None
     k = a.shape[-1]
-    partners = [t for t in state.tensors
+    partners = [t for t in state.operands()
                 if t.ndim in (1, 2) and t.dtype == a.dtype and t.shape[0] == k]
     prelude = ""
     b = _pick(draw, partners) if partners and draw(BOOL) else None
@@ -434,7 +471,7 @@ def matmul(draw: Draw, state: _State) -> str | None:
         forms += [("mm", f"{a.name}.mm({b.name})"),
                   ("F.linear", f"F.linear({a.name}, {b.name}.t())")]
         # addmm's first operand broadcasts to the product's shape.
-        bias = _pick(draw, (t for t in state.tensors
+        bias = _pick(draw, (t for t in state.operands()
                             if t.dtype == a.dtype and _broadcast(shape, t.shape) == shape))
         if bias is not None:
             forms.append(("torch.addmm", f"torch.addmm({bias.name}, {a.name}, {b.name})"))
@@ -451,7 +488,7 @@ def matmul(draw: Draw, state: _State) -> str | None:
 
 
 def view(draw: Draw, state: _State) -> str | None:
-    t = _pick(draw, state.tensors)
+    t = _pick(draw, state.operands())
     if t is None:
         return None
     # Only the kinds that apply to `t`: a draw that comes to nothing is a wasted view.
@@ -606,10 +643,10 @@ _VIEWS: dict[str, Callable[[Draw, TensorVar], ViewResult]] = {
 
 
 def join(draw: Draw, state: _State) -> str | None:
-    a = _pick(draw, state.tensors)
+    a = _pick(draw, state.operands())
     if a is None:
         return None
-    b = _pick(draw, (t for t in state.tensors if t.shape == a.shape))
+    b = _pick(draw, (t for t in state.operands() if t.shape == a.shape))
     kind = _choice(draw, ("cat", "stack"))
     if not state.allows(f"torch.{kind}") or (kind == "cat" and a.ndim == 0):
         return None
@@ -627,7 +664,7 @@ def join(draw: Draw, state: _State) -> str | None:
 
 def index(draw: Draw, state: _State) -> str | None:
     """Advanced indexing with a list of ints (repeats allowed): a copy (IndexBackward0)."""
-    t = _pick(draw, (t for t in state.tensors if t.ndim >= 1))
+    t = _pick(draw, (t for t in state.operands() if t.ndim >= 1))
     if t is None:
         return None
     dim = draw(_between(0, min(t.ndim, 2) - 1))
@@ -639,7 +676,7 @@ def index(draw: Draw, state: _State) -> str | None:
 
 
 def copy(draw: Draw, state: _State) -> str | None:
-    t = _pick(draw, state.tensors)
+    t = _pick(draw, state.operands())
     if t is None:
         return None
     kind = _choice(draw, ("detach", "clone", "data", "double", "float", "to"))
@@ -695,7 +732,10 @@ def module(draw: Draw, state: _State) -> str | None:
         kinds += ["Linear", "Sequential"]
         if "conv" in state.families:
             kinds.append("Conv2d")
-        if "batchnorm" in state.families:
+        # Not under saved-tensor hooks: refimpl's NativeBatchNormBackward0 saves 2 tensors
+        # where PyTorch's saves 6 (running stats and save_mean/save_invstd too), an open
+        # difference the hooks' counts would report every time.
+        if "batchnorm" in state.families and not state.saved_hooks:
             kinds += ["BatchNorm1d", "BatchNorm2d"]
     kinds = [k for k in kinds if state.allows(f"nn.{k}")]
     if not kinds:
@@ -705,7 +745,7 @@ def module(draw: Draw, state: _State) -> str | None:
     # The module first, then a tensor that fits it, made on the spot half of the time or when
     # none fits: 4-d tensors are rare, and Conv2d and BatchNorm2d would hardly be drawn else.
     kind = _choice(draw, kinds)
-    t = _pick(draw, (t for t in state.tensors if t.ndim in ndims[kind])) if draw(BOOL) else None
+    t = _pick(draw, (t for t in state.operands() if t.ndim in ndims[kind])) if draw(BOOL) else None
     lines = []
     if t is None:
         shape = {"Conv2d": (2, 1 + draw(BOOL), 2 + draw(BOOL), 2 + draw(BOOL)),
@@ -768,8 +808,235 @@ def _module_output(mod: ModuleVar, t: TensorVar) -> tuple[int, ...] | None:
     return t.shape
 
 
+# Hooks, custom Functions and more ops (families hooks, node_hooks, custom_function, ops_more)
+
+HOOKS = (
+    ("g * 2", "a hook whose return replaces the gradient"),
+    ("calls.append('{h}')", "a hook that only records that it ran"),
+    ("g + 1", "a replacement that is not a scaling"),
+)
+"""Tensor hook bodies over the gradient `g` (`{h}`: the handle's name)."""
+NODE_HOOKS = (
+    ("register_prehook", "gs", "calls.append('{h}')"),
+    ("register_prehook", "gs", "tuple(None if g is None else g * 2 for g in gs)"),
+    ("register_hook", "gi, go", "calls.append('{h}')"),
+    ("register_hook", "gi, go", "tuple(None if g is None else g * 0.5 for g in gi)"),
+)
+"""Backward-node hooks: pre-hooks see the gradients of the node's outputs and may replace
+them, post-hooks see both and may replace the gradients of its inputs."""
+
+
+def hook(draw: Draw, state: _State) -> str | None:
+    """Register a tensor hook on a tensor that requires grad, or remove one registered before."""
+    if "hooks" not in state.families:
+        return None
+    if state.handles and draw(_index(4)) == 0 and state.allows("remove"):
+        handle = state.handles.pop(draw(_index(len(state.handles))))
+        state.features.add("hooks")
+        return f"{handle}.remove()"
+    t = _pick(draw, (t for t in state.tensors if t.requires_grad))
+    if t is None or not state.allows("register_hook"):
+        return None
+    handle = state.fresh("h")
+    if t.leaf and draw(_index(4)) == 0 and state.allows("register_post_accumulate_grad_hook"):
+        # Runs after .grad is accumulated and sees the leaf itself; what it returns must be None.
+        text = (f"{handle} = {t.name}.register_post_accumulate_grad_hook("
+                f"lambda p: calls.append('{handle}'))")
+    else:
+        body = _choice(draw, HOOKS)[0].format(h=handle)
+        text = f"{handle} = {t.name}.register_hook(lambda g: {body})"
+    state.handles.append(handle)
+    state.features.add("hooks")
+    return state.recorder() + text
+
+
+def node_hook(draw: Draw, state: _State) -> str | None:
+    """Register a pre-hook or a post-hook on the backward node of a non-leaf."""
+    if "node_hooks" not in state.families or not state.allows("grad_fn"):
+        return None
+    # Gradients from autograd.grad (`g...`) may be constants without a node.
+    t = _pick(draw, (t for t in state.tensors
+                     if t.requires_grad and not t.leaf and not t.name.startswith("g")))
+    if t is None:
+        return None
+    method, args, body = _choice(draw, NODE_HOOKS)
+    if not state.allows(method):
+        return None
+    handle = state.fresh("h")
+    state.handles.append(handle)
+    state.features.add("node_hooks")
+    return (state.recorder()
+            + f"{handle} = {t.name}.grad_fn.{method}(lambda {args}: {body.format(h=handle)})")
+
+
+FUNCTIONS = {
+    # save_for_backward, and a backward made of differentiable ops (double backward works).
+    "Square": """class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 2 * x * g""",
+    # Two outputs, one marked non-differentiable: it never requires grad, its gradient is
+    # zeros (materialized) in backward.
+    "Triple": """class Triple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        positive = (x > 0).to(x.dtype)
+        ctx.mark_non_differentiable(positive)
+        return x * 3, positive
+    @staticmethod
+    def backward(ctx, g, g_positive):
+        return g * 3""",
+    # once_differentiable: differentiating its gradient again raises.
+    "Sine": """class Sine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * x.cos()""",
+    # setup_context style, two inputs that may broadcast and differ in dtype: autograd sums
+    # each gradient to its input's shape and casts it to its input's dtype.
+    "MulAdd": """class MulAdd(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return a * b + a
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g * (b + 1), g * a""",
+}
+"""The custom Functions a program may use: each is written into it before its first call."""
+
+
+def custom_function(draw: Draw, state: _State) -> str | None:
+    if "custom_function" not in state.families or not state.allows(
+            "torch.autograd.Function", "apply", "save_for_backward", "saved_tensors"):
+        return None
+    t = _pick(draw, state.operands())
+    if t is None:
+        return None
+    kind = _choice(draw, tuple(FUNCTIONS))
+    prelude = "" if kind in state.functions else FUNCTIONS[kind] + "\n"
+    state.functions.add(kind)
+    state.features.add("custom_function")
+    if kind == "Square" and t.bound ** 2 <= MAX_BOUND:
+        out = _derived(state, [t], t.shape, t.dtype, t.bound ** 2, False)
+    elif kind == "Sine":
+        out = _derived(state, [t], t.shape, t.dtype, 1.0, False)
+    elif kind == "MulAdd":
+        b = _pick(draw, (o for o in state.operands() if _broadcast(t.shape, o.shape) is not None))
+        bound = t.bound * (b.bound + 1)
+        if bound > MAX_BOUND:
+            return prelude.rstrip("\n") or None
+        dtype = _promote(*([o.dtype for o in (t, b) if o.ndim] or [t.dtype, b.dtype]))
+        out = _derived(state, [t, b], _broadcast(t.shape, b.shape), dtype, bound, False)
+        return f"{prelude}{out.name} = MulAdd.apply({t.name}, {b.name})"
+    else:
+        if t.bound * 3 > MAX_BOUND:
+            return prelude.rstrip("\n") or None
+        out = _derived(state, [t], t.shape, t.dtype, t.bound * 3, t.positive)
+        mask = state.add(TensorVar(state.fresh(), t.shape, t.dtype, False, True, 1.0, False,
+                                   precision=t.precision))
+        return f"{prelude}{out.name}, {mask.name} = Triple.apply({t.name})"
+    return f"{prelude}{out.name} = {kind}.apply({t.name})"
+
+
+def more_ops(draw: Draw, state: _State) -> str | None:
+    """narrow, split, chunk (views), diagonal (a view), sgn, median, repeat."""
+    if "ops_more" not in state.families:
+        return None
+    t = _pick(draw, state.operands())
+    if t is None:
+        return None
+    # Those that need more dims first: draws favour the start of the list.
+    kinds = ["diagonal"] if t.ndim >= 2 else []
+    if t.ndim >= 1:
+        kinds += ["narrow", "split", "chunk"]
+    kind = _choice(draw, kinds + ["sgn", "median", "repeat"])
+    if not state.allows(kind):
+        return None
+    function = draw(BOOL) and state.allows(f"torch.{kind}")
+    call = (lambda args: f"torch.{kind}({t.name}, {args})") if function \
+        else (lambda args: f"{t.name}.{kind}({args})")
+    view = {"view_of": t.view_of or t.name}
+    if kind == "sgn":
+        out = _derived(state, [t], t.shape, t.dtype, 1.0, t.positive)
+        return f"{out.name} = {f'torch.sgn({t.name})' if function else f'{t.name}.sgn()'}"
+    if kind == "median":
+        # Without a dim the gradient is shared among tied values; with one it goes to the
+        # index the engine returns.
+        if t.ndim == 0 or draw(BOOL):
+            out = _derived(state, [t], (), t.dtype, t.bound, t.positive)
+            return f"{out.name} = {t.name}.median()"
+        dim = draw(_between(-t.ndim, t.ndim - 1))
+        keepdim = draw(BOOL)
+        shape = tuple(1 if i == dim % t.ndim else n for i, n in enumerate(t.shape)) if keepdim \
+            else tuple(n for i, n in enumerate(t.shape) if i != dim % t.ndim)
+        out = _derived(state, [t], shape, t.dtype, t.bound, t.positive)
+        keep = ", keepdim=True" if keepdim else ""
+        return f"{out.name} = {call(f'dim={dim}{keep}')}[0]"
+    if kind == "repeat":
+        sizes = [draw(_between(1, 2)) for _ in range(t.ndim + draw(_between(0, 1)))] or [2]
+        padded = (1,) * (len(sizes) - t.ndim) + t.shape
+        shape = tuple(s * n for s, n in zip(sizes, padded, strict=True))
+        out = _derived(state, [t], shape, t.dtype, t.bound, t.positive)
+        return f"{out.name} = {t.name}.repeat({', '.join(map(str, sizes))})"
+    dim = draw(_between(-t.ndim, t.ndim - 1)) if kind != "diagonal" else 0
+    if kind == "diagonal":
+        d1, d2 = (0, 1) if draw(BOOL) else (t.ndim - 2, t.ndim - 1)
+        # Offsets that leave at least one element (an empty tensor would stop later draws).
+        offset = _choice(draw, [o for o in (0, 1, -1)
+                                if min(t.shape[d1] + min(o, 0), t.shape[d2] - max(o, 0)) > 0])
+        length = min(t.shape[d1] + min(offset, 0), t.shape[d2] - max(offset, 0))
+        shape = tuple(n for i, n in enumerate(t.shape) if i not in (d1, d2)) + (length,)
+        args = f"offset={offset}, dim1={d1}, dim2={d2}" if (offset, d1) != (0, 0) else ""
+        out = _derived(state, [t], shape, t.dtype, t.bound, t.positive, contiguous=False,
+                       **view)
+        text = call(args) if args else f"{t.name}.diagonal()"
+        return f"{out.name} = {text}"
+    n = t.shape[dim]
+    # A view stays contiguous when every dim before the one it cuts has size 1.
+    contiguous = t.contiguous and all(m == 1 for m in t.shape[:dim % t.ndim])
+    if kind == "narrow":
+        start = draw(_index(n))
+        length = draw(_between(1, n - start))
+        shape = t.shape[:dim % t.ndim] + (length,) + t.shape[dim % t.ndim + 1:]
+        out = _derived(state, [t], shape, t.dtype, t.bound, t.positive, contiguous=contiguous,
+                       **view)
+        return f"{out.name} = {call(f'{dim}, {start}, {length}')}"
+    if kind == "split":
+        size = draw(_between(1, n))
+        pieces = [min(size, n - start) for start in range(0, n, size)]
+        args = f"{size}, {dim}" if draw(BOOL) else f"{size}, dim={dim}"
+    else:
+        chunks = draw(_between(1, n))
+        size = -(-n // chunks)
+        pieces = [min(size, n - start) for start in range(0, n, size)]
+        args = f"{chunks}, {dim}" if draw(BOOL) else f"{chunks}, dim={dim}"
+    names = [_derived(state, [t], t.shape[:dim % t.ndim] + (m,) + t.shape[dim % t.ndim + 1:],
+                      t.dtype, t.bound, t.positive, contiguous=contiguous, **view).name
+             for m in pieces]
+    return f"{', '.join(names)}{',' if len(names) == 1 else ''} = {call(args)}"
+
+
 FORWARD_OPS: tuple[Op, ...] = (unary, binary, reduction, view, matmul, join, copy, module,
                                index)
+FAMILY_OPS: dict[Op, str] = {custom_function: "custom_function", more_ops: "ops_more",
+                             hook: "hooks", node_hook: "node_hooks"}
+"""Forward ops drawn only when their family is. Together they take one slot among the forward
+ops, so the others are drawn about as often as without them."""
 
 
 # Statements that may raise: at most one per step, always last ------------------------------
@@ -918,7 +1185,29 @@ def module_mode(draw: Draw, state: _State) -> str | None:
     return f"{mod.name}.{'train' if mod.training else 'eval'}()"
 
 
-LAST_OPS: tuple[Op, ...] = (backward, grad, inplace, flags, module_mode)
+def inference_use(draw: Draw, state: _State) -> str | None:
+    """An inference tensor meets a tensor that requires grad outside inference mode: an op
+    that saves it for backward raises, one that does not makes a normal tensor."""
+    made = _pick(draw, (t for t in state.tensors if t.inference))
+    other = _pick(draw, (t for t in state.tensors if t.requires_grad and not t.inference
+                         and _broadcast(t.shape, made.shape) is not None)) if made else None
+    if other is None or state.inference:
+        return None
+    # mul saves both operands, add neither, clone makes a normal tensor of its own.
+    kind = _choice(draw, ("mul", "add", "clone"))
+    if kind == "clone":
+        out = _derived(state, [made], made.shape, made.dtype, made.bound, made.positive)
+        return f"{out.name} = {made.name}.clone()"
+    shape = _broadcast(made.shape, other.shape)
+    dtype = _promote(*([t.dtype for t in (made, other) if t.ndim] or [made.dtype, other.dtype]))
+    op = "*" if kind == "mul" else "+"
+    out = _derived(state, [made, other], shape, dtype,
+                   made.bound * other.bound if kind == "mul" else made.bound + other.bound,
+                   False)
+    return f"{out.name} = {made.name} {op} {other.name}"
+
+
+LAST_OPS: tuple[Op, ...] = (backward, grad, inplace, flags, module_mode, inference_use)
 
 
 # Steps and programs ------------------------------------------------------------------------
@@ -927,42 +1216,74 @@ def _indent(lines: list[str], depth: int) -> list[str]:
     return [("    " * depth) + line for text in lines for line in text.splitlines()]
 
 
-def _region(draw: Draw) -> tuple[list[str], int, bool] | None:
-    """A grad-mode region: its header lines, the body's depth, and grad mode inside it."""
+SAVED_TENSOR_HOOKS = {
+    # Unpacks float tensors scaled: every gradient computed from a saved tensor changes.
+    "scale": ("lambda t: t.detach()",
+              "lambda t: t * 2 if t.dtype in (torch.float32, torch.float64) else t"),
+    "identity": ("lambda t: t", "lambda t: t"),
+}
+"""Pack and unpack hooks. Hooks that count the calls are not drawn: refimpl's nodes do not yet
+save exactly PyTorch's tensors (index_put_'s indices, the mm of a Linear's create_graph
+backward, NativeBatchNormBackward0's six), so every such program would be reported."""
+
+
+def _region(draw: Draw, state: _State) -> tuple[list[str], int] | None:
+    """A grad-mode, inference-mode or saved-tensor-hooks region: its header lines and the
+    body's depth; sets the state's modes inside it."""
     # Plain steps first (Hypothesis shrinks towards the first choice) and most often.
-    kind = _choice(draw, ("none", "none", "none", "no_grad", "set_grad_enabled", "enable_grad"))
+    kinds = ["none", "none", "none", "no_grad", "set_grad_enabled", "enable_grad"]
+    if "inference_mode" in state.families and state.allows("torch.inference_mode"):
+        kinds.append("inference_mode")
+    if "saved_tensor_hooks" in state.families and state.allows(
+            "torch.autograd.graph.saved_tensors_hooks"):
+        kinds.append("saved_tensors_hooks")
+    kind = _choice(draw, kinds)
     if kind == "none":
         return None
     if kind == "no_grad":
-        return ["with torch.no_grad():"], 1, False
+        state.grad_enabled = False
+        return ["with torch.no_grad():"], 1
     if kind == "set_grad_enabled":
-        enabled = draw(BOOL)
-        return [f"with torch.set_grad_enabled({enabled}):"], 1, enabled
-    return ["with torch.no_grad():", "    with torch.enable_grad():"], 2, True
+        state.grad_enabled = draw(BOOL)
+        return [f"with torch.set_grad_enabled({state.grad_enabled}):"], 1
+    if kind == "inference_mode":
+        state.grad_enabled, state.inference, state.inference_used = False, True, True
+        state.features.add("inference_mode")
+        return ["with torch.inference_mode():"], 1
+    if kind == "saved_tensors_hooks":
+        pack, unpack = SAVED_TENSOR_HOOKS[_choice(draw, tuple(SAVED_TENSOR_HOOKS))]
+        state.features.add("saved_tensor_hooks")
+        state.saved_hooks = True
+        return [f"with torch.autograd.graph.saved_tensors_hooks({pack}, {unpack}):"], 1
+    return ["with torch.no_grad():", "    with torch.enable_grad():"], 2
 
 
 def _step(draw: Draw, state: _State, base: tuple[int, ...]) -> str:
     lines: list[str] = []
-    region = _region(draw)
+    region = _region(draw, state)
     depth = 0
     if region is not None:
-        header, depth, state.grad_enabled = region
+        header, depth = region
         lines += header
+    family_ops = [op for op, family in FAMILY_OPS.items() if family in state.families]
+    last_ops = [op for op in LAST_OPS if op is not inference_use or state.inference_used]
     body: list[str] = []
     for _ in range(draw(_between(0, 3))):
-        op = _choice(draw, ("leaf", *range(len(FORWARD_OPS))))
+        op = _choice(draw, ("leaf", *FORWARD_OPS, *(("family",) if family_ops else ())))
+        if op == "family":
+            op = _choice(draw, family_ops)
         text = leaf(draw, state, base) if op == "leaf" or not state.tensors \
-            else FORWARD_OPS[op](draw, state)
+            else op(draw, state)
         if text:
             body.append(text)
-    last = _choice(draw, (None, *range(len(LAST_OPS))))
+    last = _choice(draw, (None, *range(len(last_ops))))
     if last is not None:
-        text = LAST_OPS[last](draw, state)
+        text = last_ops[last](draw, state)
         if text:
             body.append(text)
     if not body:
         body.append(leaf(draw, state, base))
-    state.grad_enabled = True
+    state.grad_enabled, state.inference, state.saved_hooks = True, False, False
     return "\n".join(lines + _indent(body, depth))
 
 
@@ -987,6 +1308,10 @@ def _observations(state: _State) -> tuple[tuple[str, ...], tuple[tuple[str, str]
             if mod.precision != mod.dtype:
                 precision += [(f"{mod.name}.running_mean", mod.precision),
                               (f"{mod.name}.running_var", mod.precision)]
+    if state.inference_used:
+        keys += [f"{t.name}.is_inference()" for t in state.tensors]
+    if state.calls:
+        keys.append("calls")
     keys.append("torch.is_grad_enabled()")
     return tuple(keys), tuple(precision)
 

@@ -70,6 +70,39 @@ def test_programs_cover_the_op_table_and_the_autograd_surface():
     assert re.search(r"^\s*v\d+(, v\d+)*,? = v\d+$", sources, flags=re.M)
 
 
+def test_programs_draw_hooks_functions_modes_and_the_new_ops():
+    needles = (".register_hook(lambda g: g * 2)", ".remove()", ".grad_fn.register_prehook(",
+               ".grad_fn.register_hook(", "register_post_accumulate_grad_hook(",
+               "class Square(torch.autograd.Function)", "mark_non_differentiable",
+               "once_differentiable", "MulAdd.apply(", "with torch.inference_mode():",
+               "saved_tensors_hooks(lambda t: t.detach()", "saved_tensors_hooks(lambda t: t,",
+               ".narrow(", "split(", "chunk(", "sgn(", ".median(", "diagonal(", ".repeat(")
+    sources = ""
+    for start in (6, 7, 8, 9):
+        sources += "\n".join(p.source() for p in _draw_many(programs(), count=1000, start=start))
+        if all(needle in sources for needle in needles):
+            break
+    for needle in needles:
+        assert needle in sources, f"no generated program uses {needle}"
+
+
+def test_new_families_can_be_left_out_and_declare_their_features():
+    others = [f for f in FAMILIES if f not in ("hooks", "node_hooks", "custom_function",
+                                                "inference_mode", "saved_tensor_hooks",
+                                                "ops_more")]
+    drawn = _draw_many(programs(families=others), count=150, start=8)
+    sources = "\n".join(p.source() for p in drawn)
+    for needle in ("register_", "autograd.Function", "inference_mode", "saved_tensors_hooks",
+                   ".narrow(", ".median(", ".repeat("):
+        assert needle not in sources
+    for program in _draw_many(programs(), count=150, start=9):
+        text = program.source()
+        assert ("inference_mode()" in text) == ("inference_mode" in program.features)
+        assert ("saved_tensors_hooks(" in text) == ("saved_tensor_hooks" in program.features)
+        assert ("autograd.Function" in text) <= ("custom_function" in program.features)
+        assert (".register_hook(lambda g:" in text) <= ("hooks" in program.features)
+
+
 def test_only_names_listed_in_the_api_are_used():
     api = default_api()
     hidden = {"transpose", "expand", "mul_", "add_"}
