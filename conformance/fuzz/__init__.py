@@ -6,14 +6,15 @@ Run it:
     python -m conformance fuzz --engines torch,my_engine --profile ci --out findings
 
 Hypothesis draws programs in the case language (leaves, broadcasting ops, views, in-place ops,
-grad modes, backward/grad, modules); both engines run each one in this process and every
-observation after every step is compared (values with dtype-aware tolerances, flags, graphs,
-errors and warnings at the weaker adapter's message strictness). `--without FAMILY` leaves out
-in-place ops, create_graph, modules, conv or batchnorm; families an engine does not support are
-left out anyway. The exit status is 0 when the engines agree, 1 on a mismatch (an engine that
-raises, SystemExit included, is one), 2 when the run cannot start (an engine that cannot run,
-an unreachable database, an `--out` that cannot be written); the last line gives programs per
-second.
+grad modes, backward/grad, modules, hooks, custom Functions...); both engines run each one, each
+in its own worker process, and every observation after every step is compared (values with
+dtype-aware tolerances, flags, graphs, errors and warnings at the weaker adapter's message
+strictness). `--without FAMILY` leaves out a family (`inplace`, `create_graph`, `modules`,
+`conv`, `batchnorm`, `hooks`, `node_hooks`, `custom_function`, `inference_mode`,
+`saved_tensor_hooks`, `ops_more`); families an engine does not support are left out anyway. The
+exit status is 0 when the engines agree, 1 on a mismatch (an engine that raises, SystemExit
+included, is one), 2 when the run cannot start (an engine that cannot run, an unreachable
+database, an `--out` that cannot be written); the last line gives programs per second.
 
 Profiles (`--profile`, see `profiles`): `ci` is 400 programs from seed 0 with no database (the
 same programs every run; `tests/fuzz/test_fuzz_refimpl.py` runs it in CI), `dev` (the CLI's
