@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conformance.cli import main
@@ -17,11 +22,11 @@ def test_agreeing_engines_exit_zero_and_print_the_rate(torch_engine, tmp_path, c
     assert not any(tmp_path.iterdir())
 
 
-def test_a_mismatch_exits_one_and_writes_the_finding(torch_engine, tmp_path, capsys):
-    status = main(["fuzz", "--engines", "faulty_engines:make_renamed_sum,torch",
-                   "--profile", "ci", "--out", str(tmp_path), "--no-progress"])
-    out = capsys.readouterr().out
-    assert status == 1
+def test_a_mismatch_exits_one_and_writes_the_finding(torch_engine, tmp_path):
+    status, out = fuzz_in_a_fresh_interpreter(
+        "--engines", "faulty_engines:make_renamed_sum,torch", "--profile", "ci",
+        "--out", str(tmp_path), "--no-progress")
+    assert status == 1, out
     yaml_files = list(tmp_path.glob("fuzz_*.yaml"))
     assert len(yaml_files) == 1 and yaml_files[0].with_suffix(".py").exists()
     assert "SumBackward1" in out and str(yaml_files[0]) in out
@@ -47,3 +52,13 @@ def test_progress_bar_goes_to_stderr(torch_engine, tmp_path, capsys, monkeypatch
 def test_usage_errors_exit_two(torch_engine, tmp_path, capsys, argv, text):
     assert main(["fuzz", *argv, "--out", str(tmp_path), "--no-progress"]) == 2
     assert text in capsys.readouterr().err
+
+
+def fuzz_in_a_fresh_interpreter(*args: str) -> tuple[int, str]:
+    """`python -m conformance fuzz ...` in its own process: what a Hypothesis run draws must not
+    depend on what other tests did in this one."""
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-m", "conformance", "fuzz", *args],
+                          cwd=here.parents[1], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(here)})
+    return done.returncode, done.stdout

@@ -27,11 +27,13 @@ def python_sigint_handler():
     signal.signal(signal.SIGINT, previous)
 
 
-def test_an_engine_that_exits_is_a_finding(torch_engine, tmp_path, capsys):
-    status = main(["fuzz", "--engines", "torch,faulty_engines:make_system_exit",
-                   "--profile", "ci", "--out", str(tmp_path), "--no-progress"])
-    out = capsys.readouterr().out
-    assert status == 1
+def test_an_engine_that_exits_is_a_finding(torch_engine, tmp_path):
+    from test_fuzz_cli import fuzz_in_a_fresh_interpreter
+
+    status, out = fuzz_in_a_fresh_interpreter(
+        "--engines", "torch,faulty_engines:make_system_exit", "--profile", "ci",
+        "--out", str(tmp_path), "--no-progress")
+    assert status == 1, out
     assert "SystemExit: 3" in out and "1 mismatch" in out
     [case_file] = tmp_path.glob("fuzz_*.yaml")
     assert case_file.with_suffix(".py").exists() and str(case_file) in out
