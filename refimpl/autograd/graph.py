@@ -175,7 +175,9 @@ class OutputHook:
         grad = grads[self.output_nr]
         new = self.hook(grad)
         if new is not None:
-            grads[self.output_nr] = new if grad is None else _hook_result(self.hook, grad, new)
+            if grad is None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
+            grads[self.output_nr] = _hook_result(self.hook, grad, new)
 
 
 def init_node(node: Node, next_functions: tuple[Any, ...], output: Any) -> Node:

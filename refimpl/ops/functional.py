@@ -265,7 +265,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if a >= 3 and b <= 2:
         lead = input.shape[:-1]
         folded = input.reshape(-1, input.shape[-1])
-        out = mm(folded, other if b == 2 else other.unsqueeze(1))
+        out = mm(folded, other) if b == 2 else mv(folded, other)
         shape = tuple(lead) + ((other.shape[-1],) if b == 2 else ())
         return apply(D.UNSAFE_VIEW, (out,), {"size": shape})
     raise RuntimeError(
@@ -490,7 +490,7 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:
         tensors.reverse()
         arrays.reverse()
     same_device([condition, *tensors])
-    return apply(D.WHERE, tensors, {"condition": condition}, arrays)
+    return apply(D.WHERE, tensors, {"condition": condition}, arrays, dispatch=(condition,))
 
 
 def softmax(input: Tensor, dim: int, dtype: _dtype.dtype | None = None) -> Tensor:
@@ -991,7 +991,8 @@ def index(input: Tensor, indices: list[Any]) -> Tensor:
     """``input[indices]`` with advanced indices (``IndexBackward0``, a copy, not a view)."""
     check_masks(input, indices)
     check_bounds(input, indices)
-    return apply(D.INDEX, (input,), {"indices": indices})
+    return apply(D.INDEX, (input,), {"indices": indices},
+                 dispatch=[i for i in indices if isinstance(i, Tensor)])
 
 
 def getitem(input: Tensor, key: Any) -> Tensor:
@@ -1089,6 +1090,49 @@ def _cast(d: _dtype.dtype) -> Any:
 
     cast.__doc__ = f"``to({d!r})``."
     return cast
+
+
+# ------------------------------------------------------------------ below autograd
+
+# PyTorch runs an op whose tensors are all inference tensors below autograd (see
+# OpRow.below_autograd). Most kernels then record nothing; these call autograd-visible ops
+# on normal tensors they allocate, and so record or refuse as those ops do.
+
+def _copied(tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor) -> Tensor:
+    # clone and _to_copy: empty_like, then copy_ into it (CopyBackwards, result at version 1).
+    from refimpl.ops import inplace
+
+    return inplace.copy_(result, tensors[0])
+
+
+def _rsub_wrapped(tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor) -> Tensor:
+    # rsub(Tensor, Scalar) is sub(wrapped other, self): SubBackward0.
+    other = wrap(_backend.scalar_array(_backend.backend_of(result._device).xp, params["other"],
+                                       result._data.dtype), result._device, WrappedNumber)
+    return sub(other, tensors[0], alpha=params["alpha"])
+
+
+def _out_variant(name: str) -> Any:
+    def refuse(tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor) -> Tensor:
+        # The kernel calls the out= overload with a normal result tensor.
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+                           "automatic differentiation, but one of the arguments requires grad.")
+
+    return refuse
+
+
+def _saves_inference(tensors: Sequence[Tensor], params: dict[str, Any], result: Tensor
+                     ) -> Tensor:
+    # mv is addmv into a normal zero tensor, whose node would save the inference operands.
+    from refimpl.ops.table import INFERENCE_SAVED
+
+    raise RuntimeError(INFERENCE_SAVED)
+
+
+for _row, _kernel in ((D.CLONE, _copied), (D.TO_COPY, _copied), (D.RSUB, _rsub_wrapped),
+                      (D.ABS, _out_variant("abs")), (D.MEAN, _out_variant("sum")),
+                      (D.MEAN_DIM, _out_variant("sum")), (D.MV, _saves_inference)):
+    _row.below_autograd = _kernel
 
 
 # ------------------------------------------------------------------ Tensor methods

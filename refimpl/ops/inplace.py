@@ -185,7 +185,10 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     xp = _backend.backend_of(self._device).xp
     all_params = {**row.param_defaults, **(params or {})}
     out = row.forward(xp, *arrays, **all_params) if all_params else row.forward(xp, *arrays)
-    needs_graph = recording and (self._requires_grad or any(o._requires_grad for o in others))
+    # Only a floating or complex self can carry a gradient: copying a tensor that requires
+    # grad into an integer one records nothing.
+    needs_graph = recording and (self._requires_grad or any(o._requires_grad for o in others)) \
+        and self.dtype.kind in "fc"
     tangent = None
     if forward_ad.is_active() and (self._fw_grad is not None
                                    or any(o._fw_grad is not None for o in others)):

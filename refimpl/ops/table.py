@@ -89,7 +89,7 @@ class OpRow:
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
                  "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order",
-                 "unpack_order", "zeros")
+                 "unpack_order", "zeros", "below_autograd")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
@@ -107,6 +107,12 @@ class OpRow:
         # is one ("self", every view), when any input is ("any": products), when all are
         # ("all": sums); None: never, the op works on the zeros.
         self.zeros = "self" if view else zeros
+        # What PyTorch's kernel does when it runs below autograd: when every tensor the op
+        # dispatches on is an inference tensor (they carry no autograd dispatch key), outside
+        # inference mode, with one requiring grad. None: it records nothing. Else a function
+        # ``(tensors, params, result) -> result`` for kernels that call autograd-visible ops
+        # on normal tensors they make (clone's copy_, abs's out= variant).
+        self.below_autograd: Callable[..., Any] | None = None
         self.name = name
         self.layout = layout
         self.holomorphic = holomorphic
@@ -332,11 +338,13 @@ def _is_zero_result(rule: str, tensors: Sequence[Tensor]) -> bool:
 
 
 def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None = None,
-          arrays: Sequence[Any] | None = None) -> Any:
+          arrays: Sequence[Any] | None = None, dispatch: Sequence[Tensor] = ()) -> Any:
     """Run ``row`` on ``tensors`` and record its node when grad mode and the inputs ask for it.
 
     ``arrays`` replaces the inputs' arrays in the forward (callers pass dtype-promoted
-    arrays); the node still records the tensors themselves. Returns the result tensor, or
+    arrays); the node still records the tensors themselves. ``dispatch``: tensors in
+    ``params`` that PyTorch dispatches on too (indices, a condition), which decide whether an
+    op on inference tensors reaches autograd. Returns the result tensor, or
     ``(result, *extras)`` for rows with extra outputs.
     """
     dev = tensors[0]._device if len(tensors) == 1 else same_device(tensors)
@@ -403,10 +411,13 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     if recording:
         for t in tensors:
             if t._requires_grad:
-                # An op whose tensor inputs are all inference tensors runs below autograd in
-                # PyTorch (they carry no autograd dispatch key): it records nothing.
-                if not all(t._inference for t in tensors):
+                # An op whose tensors are all inference tensors runs below autograd in
+                # PyTorch (they carry no autograd dispatch key): see OpRow.below_autograd.
+                if not all(t._inference for t in tensors) or any(
+                        not d._inference for d in dispatch):
                     _record(row, tensors, params, result, extras, dev)
+                elif row.below_autograd is not None:
+                    result = row.below_autograd(tensors, params, result)
                 break
     fw = forward_ad._state
     # inline forward_ad.is_active() (this path is hot); inference mode disables forward AD.
