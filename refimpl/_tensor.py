@@ -363,10 +363,10 @@ class Tensor:
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
-        # What AccumulateGrad does with an incoming gradient: a fresh
-        # copy the first time (or the gradient itself when the engine says nothing else holds
-        # it, as PyTorch steals it), then in place, or out of place when building a graph.
+    def _accumulate_grad(self, grad: Tensor, owned: bool) -> None:
+        # What AccumulateGrad does with an incoming gradient: the first time, its memory when
+        # nothing else holds the tensor (``owned``) and it has the leaf's layout, else a
+        # copy; later in place, or out of place when building a graph.
         from refimpl.autograd import grad_mode
 
         old = self._grad
@@ -377,8 +377,11 @@ class Tensor:
                 from refimpl.ops import inplace
 
                 self._grad = inplace.copy_(_creation.zeros_like(grad), grad)
-            elif owned:
-                self._grad = grad
+            elif owned and (grad._data.flags.c_contiguous or not self._data.flags.c_contiguous):
+                # A detached alias, as PyTorch's update_grad(new_grad.detach()); a ZeroTensor
+                # stays one (immutable).
+                self._grad = wrap(grad._data, grad._device)
+                self._grad._zero = grad._zero
             else:
                 self._grad = _copy(grad)
         elif grad_mode._state.enabled or old._requires_grad:

@@ -51,16 +51,6 @@ def _expandable(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     return all(s == t or s == 1 for s, t in zip(reversed(shape), reversed(target), strict=False))
 
 
-def _owned(g: Tensor, incoming: Tensor, single_owner: bool, summed: bool) -> bool:
-    """Whether gradient ``g`` holds memory no other tensor can see."""
-    if summed or (g is not incoming and g._data.base is None):
-        return True
-    if not single_owner:
-        return False
-    mine = incoming._data if incoming._data.base is None else incoming._data.base
-    return g._data is mine or g._data.base is mine
-
-
 class ReadyQueue:
     """PyTorch's ready queue: a ``std::priority_queue`` that pops the node with the highest
     sequence number first (the most recently created one; every AccumulateGrad shares the
@@ -191,10 +181,6 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
     target_edges = set(capture) if capture is not None else None
     needed = _needed(root_nodes, deps, targets) if targets is not None else None
     buffers: dict[Node, Any] = {}
-    # Nodes whose buffered gradient no other tensor shares (a new array from a formula or a
-    # sum, or a view of such an array passed down a single edge): an AccumulateGrad may keep
-    # it instead of copying, as PyTorch steals a gradient nobody else references.
-    owned: set[Node] = set()
     captured: dict[Edge, Tensor] = {}
     prev_mode = grad_mode._state.enabled
     grad_mode._state.enabled = create_graph
@@ -202,6 +188,8 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
         root_set = set(root_nodes)
+        # No inputs to capture and no anomaly mode: most nodes take the short path below.
+        plain = targets is None and not anomaly_mode._enabled
         ready = ReadyQueue()
         # Several roots hang off one GraphRoot node whose edges count as dependencies: a root
         # is ready at its last edge, in edge order.
@@ -212,72 +200,78 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
         while ready:
             node = ready.pop()
             grad = buffers.pop(node, None)
-            grad_owned = node in owned
-            owned.discard(node)
-            multi = node._multi_output
-            arrived = grad is not None and (not multi or any(g is not None for g in grad))
-            run = arrived and (needed is None or node in needed)
-            is_leaf = type(node) is AccumulateGrad
-            capture_late = False
-            if run and targets is not None and not is_leaf and node in targets:
-                # PyTorch captures the gradient of a non-leaf it must run on before that
-                # node's tensor hooks (they run with the node), and that of one it need not
-                # run after them (it calls them first, then captures).
-                if any(n in needed for n, _ in node.next_functions if n is not None):
-                    _capture(captured, target_edges, node, grad)
-                else:
-                    capture_late = True
-            # Tensor hooks (retain_grad's too) also see the gradient of a root that
-            # autograd.grad does not need to run, as in PyTorch (no other unneeded node gets one).
-            hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
-                if run or (arrived and node in root_set) else None
-            if hooks and multi:
-                for hook in hooks:
-                    hook.run(grad)
-            elif hooks:
-                for hook in hooks:
-                    new = hook(grad)
-                    if new is not None:
-                        grad = _hook_result(hook, grad, new)
-                        grad_owned = False
-            if capture_late:
-                _capture(captured, target_edges, node, grad)
-            if run and targets is not None:
-                if is_leaf and node in targets:
-                    _capture(captured, target_edges, node, grad)
-                if is_leaf:
-                    run = accumulate
-                else:  # run only to reach targets further down
-                    run = any(n in needed for n, _ in node.next_functions if n is not None)
-            if run and node._node_pre_hooks:
-                grad = _call_pre_hooks(node, grad)
-                grad_owned = False
-            if not run:
-                grads = ()
-            elif grad is None or multi and all(g is None for g in grad):
-                # A pre-hook took every gradient away: the node computes none.
-                grads = [None] * len(node.next_functions)
-            elif is_leaf:
-                grads = node.apply(grad, grad_owned)
-            elif anomaly_mode._enabled:
-                grads = anomaly_mode.apply(node, grad)
-            else:
+            if plain and grad is not None and node._pre_hooks is None and \
+                    node._node_pre_hooks is None and node._post_hooks is None and \
+                    not node._multi_output and type(node) is not AccumulateGrad:
+                # The common case: a node with no hooks in a plain backward pass.
+                run = True
                 grads = node.apply(grad)
-            if run and node._post_hooks:
-                if needed is not None:
-                    # What the hook sees of an edge that leads to no input of grad(): PyTorch's
-                    # node does not compute it.
-                    grads = [g if n is not None and n in needed else None
-                             for g, (n, _) in zip(grads, node.next_functions, strict=True)]
-                grads = _call_post_hooks(node, grads, grad)
-            if run and not retain_graph:
-                node.release_variables()
-            if needed is not None and not (node in needed and any(
-                    n in needed for n, _ in node.next_functions if n is not None)):
-                # PyTorch skips a node grad does not need before it reaches its edges: the
-                # nodes past it never become ready.
-                continue
-            single = grad_owned and len(node.next_functions) == 1
+                if not retain_graph:
+                    node.release_variables()
+            else:
+                multi = node._multi_output
+                arrived = grad is not None and (not multi or any(g is not None for g in grad))
+                run = arrived and (needed is None or node in needed)
+                is_leaf = type(node) is AccumulateGrad
+                capture_late = False
+                if run and targets is not None and not is_leaf and node in targets:
+                    # PyTorch captures the gradient of a non-leaf it must run on before that
+                    # node's tensor hooks (they run with the node), and that of one it need not
+                    # run after them (it calls them first, then captures).
+                    if any(n in needed for n, _ in node.next_functions if n is not None):
+                        _capture(captured, target_edges, node, grad)
+                    else:
+                        capture_late = True
+                # Tensor hooks (retain_grad's too) also see the gradient of a root that
+                # autograd.grad does not need to run, as in PyTorch (no other unneeded node
+                # gets one).
+                hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
+                    if run or (arrived and node in root_set) else None
+                if hooks and multi:
+                    for hook in hooks:
+                        hook.run(grad)
+                elif hooks:
+                    for hook in hooks:
+                        new = hook(grad)
+                        if new is not None:
+                            grad = _hook_result(hook, grad, new)
+                    new = None  # only ``grad`` may hold it (see AccumulateGrad.apply)
+                if capture_late:
+                    _capture(captured, target_edges, node, grad)
+                if run and targets is not None:
+                    if is_leaf and node in targets:
+                        _capture(captured, target_edges, node, grad)
+                    if is_leaf:
+                        run = accumulate
+                    else:  # run only to reach targets further down
+                        run = any(n in needed for n, _ in node.next_functions if n is not None)
+                if run and node._node_pre_hooks:
+                    grad = _call_pre_hooks(node, grad)
+                if not run:
+                    grads = ()
+                elif grad is None or multi and all(g is None for g in grad):
+                    # A pre-hook took every gradient away: the node computes none.
+                    grads = [None] * len(node.next_functions)
+                elif is_leaf:
+                    grads = node.apply(grad)
+                elif anomaly_mode._enabled:
+                    grads = anomaly_mode.apply(node, grad)
+                else:
+                    grads = node.apply(grad)
+                if run and node._post_hooks:
+                    if needed is not None:
+                        # What the hook sees of an edge that leads to no input of grad(): PyTorch's
+                        # node does not compute it.
+                        grads = [g if n is not None and n in needed else None
+                                 for g, (n, _) in zip(grads, node.next_functions, strict=True)]
+                    grads = _call_post_hooks(node, grads, grad)
+                if run and not retain_graph:
+                    node.release_variables()
+                if needed is not None and not (node in needed and any(
+                        n in needed for n, _ in node.next_functions if n is not None)):
+                    # PyTorch skips a node grad does not need before it reaches its edges: the
+                    # nodes past it never become ready.
+                    continue
             for i, edge in enumerate(node.next_functions):
                 nxt = edge[0]
                 if nxt is None:
@@ -292,14 +286,13 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                         if old is not None:
                             g = old + g
                         buffers[nxt] = g
-                        if _owned(g, grad, single, old is not None):
-                            owned.add(nxt)
-                        else:
-                            owned.discard(nxt)
                 left = deps[nxt] - 1
                 deps[nxt] = left
                 if left == 0:
                     ready.push(nxt)
+            # The buffers alone hold the gradients sent on: AccumulateGrad counts references
+            # to decide whether it may keep one.
+            grads = g = old = grad = None
     finally:
         grad_mode._state.enabled = prev_mode
     return captured

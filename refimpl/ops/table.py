@@ -89,7 +89,7 @@ class OpRow:
     __slots__ = ("name", "node", "forward", "inputs", "variadic", "param_defaults", "formulas",
                  "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
                  "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order",
-                 "unpack_order", "zeros", "below_autograd")
+                 "unpack_order", "zeros", "below_autograd", "save_plan")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
@@ -152,6 +152,11 @@ class OpRow:
         self.unpack_order = sorted(range(len(self.saved_names)),
                                    key=lambda k: (self.saved_names[k] == "result",
                                                   self.saved_names[k]))
+        # What _record saves, resolved once: (input index or -1 for the result, the inputs
+        # whose gradient needs it).
+        self.save_plan = tuple(
+            (-1 if name == "result" else self.inputs.index(name), tuple(users))
+            for name, users in zip(self.saved_names, self.save_users, strict=True))
         # After reading its signature: NaN and inf come out silently, as in PyTorch.
         self.forward = _backend.quiet(forward)
         self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
@@ -347,7 +352,9 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     op on inference tensors reaches autograd. Returns the result tensor, or
     ``(result, *extras)`` for rows with extra outputs.
     """
-    dev = tensors[0]._device if len(tensors) == 1 else same_device(tensors)
+    dev = tensors[0]._device
+    if len(tensors) > 1 and (len(tensors) > 2 or tensors[1]._device is not dev):
+        dev = same_device(tensors)
     backend = _backend.backend_of(dev)
     mode = grad_mode._state
     recording = mode.enabled and not mode.inference
@@ -413,11 +420,15 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
             if t._requires_grad:
                 # An op whose tensors are all inference tensors runs below autograd in
                 # PyTorch (they carry no autograd dispatch key): see OpRow.below_autograd.
-                if not all(t._inference for t in tensors) or any(
-                        not d._inference for d in dispatch):
-                    _record(row, tensors, params, result, extras, dev)
-                elif row.below_autograd is not None:
-                    result = row.below_autograd(tensors, params, result)
+                for u in tensors:
+                    if not u._inference:
+                        _record(row, tensors, params, result, extras, dev)
+                        break
+                else:
+                    if any(not d._inference for d in dispatch):
+                        _record(row, tensors, params, result, extras, dev)
+                    elif row.below_autograd is not None:
+                        result = row.below_autograd(tensors, params, result)
                 break
     fw = forward_ad._state
     # inline forward_ad.is_active() (this path is hot); inference mode disables forward AD.
@@ -506,24 +517,37 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     node._seq = next(SEQUENCE)
     if anomaly_mode._enabled:
         anomaly_mode.record(node)
-    node.next_functions = before[0] if before is not None else tuple([edge(t) for t in tensors])
+    if before is not None:
+        node.next_functions = before[0]
+    else:
+        # edge(), inlined for the common inputs: no grad, or a non-view with a grad_fn.
+        edges = []
+        for t in tensors:
+            if not t._requires_grad:
+                edges.append(_NO_EDGE)
+            elif t._base is None and t._grad_fn is not None:
+                edges.append((t._grad_fn, t._output_nr))
+            else:
+                edges.append(edge(t))
+        node.next_functions = tuple(edges)
     node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
     if row.saved_names:
         saved = []
-        for name, users in zip(row.saved_names, row.save_users, strict=True):
-            if row.variadic:
-                needed = True
-            else:
-                needed = any(tensors[u]._requires_grad for u in users)
-            if not needed:
-                saved.append(None)
-            elif name == "result":
+        variadic = row.variadic
+        for k, users in row.save_plan:
+            if not variadic:
+                for u in users:
+                    if tensors[u]._requires_grad:
+                        break
+                else:
+                    saved.append(None)
+                    continue
+            if k < 0:
                 vc = result._shared_version()  # an in-place result is past version 0
                 saved.append((result._data, vc[0], vc, 0))
             else:
-                k = row.inputs.index(name)
                 t = tensors[k]
                 if t._inference:
                     raise RuntimeError(INFERENCE_SAVED)
