@@ -242,6 +242,18 @@ def _mm_mat2_backward(grad: Any, mat1: Any, mat2_shape: tuple[int, ...],
     return out if alpha == 1 else scale(alpha, out)
 
 
+def _addmm(xp: Any, self: Any, mat1: Any, mat2: Any, beta: Any, alpha: Any) -> Any:
+    if beta == 1 and alpha == 1:
+        out = mat1 @ mat2
+        if out.ndim and self.dtype == out.dtype:
+            # The product is a new array: adding in place saves a temporary the size of the
+            # result (self broadcasts to it; addmm checked the shapes).
+            out += self
+            return out
+        return self + out
+    return beta * self + alpha * (mat1 @ mat2)
+
+
 MM = defop(
     "mm", "MmBackward0",
     lambda xp, self, mat2: self @ mat2,
@@ -265,8 +277,7 @@ MV = defop(
 )
 ADDMM = defop(
     "addmm", "AddmmBackward0",
-    lambda xp, self, mat1, mat2, *, beta=1, alpha=1:
-        (self + mat1 @ mat2) if beta == 1 and alpha == 1 else beta * self + alpha * (mat1 @ mat2),
+    lambda xp, self, mat1, mat2, *, beta=1, alpha=1: _addmm(xp, self, mat1, mat2, beta, alpha),
     {"self": lambda grad, beta: grad if beta == 1 else scale(beta, grad),
      "mat1": lambda grad, mat2, alpha, mat1_shape, mat1_strides:
          _mm_mat1_backward(grad, mat2, mat1_shape, mat1_strides, alpha),
