@@ -466,7 +466,10 @@ def index_put_(self: Tensor, indices: list[Any], values: Tensor,
     checked in PyTorch's order: autograd's checks, an expanded ``self`` (a warning), memory
     shared with the values or the indices, the masks, the shape and dtype of the values, the
     bounds of the indices."""
-    check_write(D.INDEX_PUT, self, [values], memory=False)
+    # Index tensors take part in PyTorch's dispatch: a normal one brings autograd's checks
+    # even when self and the values are inference tensors.
+    check_write(D.INDEX_PUT, self, [values], memory=False,
+                wrapped=any(i is not None and not i._inference for i in indices))
     if _backend.has_internal_overlap(self._data):
         warnings.warn(EXPANDED_INDEX_PUT, UserWarning, stacklevel=3)
     for other in (values, *[i for i in indices if i is not None]):
