@@ -363,7 +363,7 @@ class Tensor:
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def _accumulate_grad(self, grad: Tensor, owned: bool) -> None:
+    def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
         # What AccumulateGrad does with an incoming gradient: the first time, its memory when
         # nothing else holds the tensor (``owned``) and it has the leaf's layout, else a
         # copy; later in place, or out of place when building a graph.
