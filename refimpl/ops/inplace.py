@@ -141,16 +141,17 @@ def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str
 
 
 def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = True,
-                wrapped: bool = False) -> None:
+                normal_operand: bool = False) -> None:
     """The checks before an in-place write, in PyTorch's order: autograd's (views taken under
     no_grad, leaves), then (unless ``memory`` is False) the memory checks, before any shape or
     dtype check.
 
-    ``wrapped``: a Python number operand that PyTorch wraps in a (normal) tensor (add_, sub_,
-    mul_, div_). An op whose tensors are all inference tensors carries no autograd dispatch
+    ``normal_operand``: a normal tensor the op dispatches on besides ``self`` and ``others``:
+    a Python number PyTorch wraps in one (add_, sub_, mul_, div_), or a normal index tensor
+    (index_put_). An op whose tensors are all inference tensors carries no autograd dispatch
     key in PyTorch: it skips autograd's checks, writes, and only then refuses (see
     ``Tensor._bump_version``), even on a leaf that requires grad."""
-    if grad_mode.recording() and (wrapped or not self._inference
+    if grad_mode.recording() and (normal_operand or not self._inference
                                   or any(not o._inference for o in others)):
         if (self._no_grad_view or self._multi_output) and (
                 self._requires_grad or any(o._requires_grad for o in others)):
@@ -300,7 +301,7 @@ def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:
 def _binary_inplace(row: Any, self: Tensor, other: Any, params: dict[str, Any] | None = None,
                     to_float: bool = False) -> Tensor:
     is_tensor = isinstance(other, Tensor)
-    check_write(row, self, [other] if is_tensor else [], wrapped=not is_tensor)
+    check_write(row, self, [other] if is_tensor else [], normal_operand=not is_tensor)
     tensors, arrays = F.promote((self, other), to_float, broadcast=True)
     _castable(_backend.dtype_of(arrays[0]), self.dtype)
     _fits(self, tensors[1])
@@ -469,7 +470,7 @@ def index_put_(self: Tensor, indices: list[Any], values: Tensor,
     # Index tensors take part in PyTorch's dispatch: a normal one brings autograd's checks
     # even when self and the values are inference tensors.
     check_write(D.INDEX_PUT, self, [values], memory=False,
-                wrapped=any(i is not None and not i._inference for i in indices))
+                normal_operand=any(i is not None and not i._inference for i in indices))
     if _backend.has_internal_overlap(self._data):
         warnings.warn(EXPANDED_INDEX_PUT, UserWarning, stacklevel=3)
     for other in (values, *[i for i in indices if i is not None]):
