@@ -51,6 +51,12 @@ META_ITEM = "Tensor.item() cannot be called on meta tensors"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+QUIET = None if _extobj_contextvar is None else (
+    _extobj_contextvar.set, _extobj_contextvar.reset, _make_extobj(all="ignore"))
+"""What ``quiet`` does, for the hottest caller to inline (``refimpl.ops.table.apply``): set
+the first to the third, then reset with the second's token. None with NumPy 1.x."""
+
+
 def quiet(fn: _F) -> _F:
     """``fn`` with NumPy's floating-point warnings silenced while it runs.
 
@@ -59,10 +65,9 @@ def quiet(fn: _F) -> _F:
     (``refimpl.ops.table.OpRow``), and so does every backward formula, which is written in ops.
     CuPy never warns, so the wrapper only touches NumPy's state and is harmless around CuPy.
     """
-    if _extobj_contextvar is None:
+    if QUIET is None:
         return numpy.errstate(all="ignore")(fn)
-    ignore = _make_extobj(all="ignore")
-    enter, leave = _extobj_contextvar.set, _extobj_contextvar.reset
+    enter, leave, ignore = QUIET
 
     @functools.wraps(fn)
     def quiet_fn(*args: Any, **kwargs: Any) -> Any:
@@ -75,11 +80,25 @@ def quiet(fn: _F) -> _F:
     return quiet_fn  # type: ignore[return-value]
 
 
+
 @quiet
+def _scalar_array_quietly(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
+    return xp.asarray(value, dtype=np_dtype)
+
+
+_FLOAT_MAX = {numpy.dtype(name): float(numpy.finfo(name).max)
+              for name in ("float16", "float32", "float64")}
+
+
 def scalar_array(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
     """A 0-d array of ``value`` with element type ``np_dtype`` (a number out of the type's
     range becomes inf or wraps, silently, as in PyTorch)."""
-    return xp.asarray(value, dtype=np_dtype)
+    # A Python float within a float type's range cannot warn: skip the error-state switch,
+    # which costs more than the conversion (every ``tensor * 0.5`` comes here).
+    if type(value) is float and -_FLOAT_MAX.get(np_dtype, -1.0) <= value <= _FLOAT_MAX.get(
+            np_dtype, -1.0):
+        return xp.asarray(value, dtype=np_dtype)
+    return _scalar_array_quietly(xp, value, np_dtype)
 
 
 def _array_type(d: _dtype.dtype) -> Any:
