@@ -3,6 +3,7 @@
     python -m conformance fuzz --engines refimpl,torch --profile ci
     python -m conformance fuzz --engines torch,mygrad --examples 5000 --seed 7 --out findings
     python -m conformance fuzz --profile campaign --db redis://fuzz-db.internal:6379/0
+    python -m conformance fuzz --jobs auto --examples 20000      # every core of this machine
 
 The reference engine (whose observations a finding's case expects) is `--reference`, else
 `torch` when it is one of the two, else the first. Exit status: 0 when the engines agree on
@@ -21,7 +22,8 @@ from pathlib import Path
 from conformance.engines import EngineError
 from conformance.fuzz.findings import DEFAULT_OUT
 from conformance.fuzz.profiles import PROFILES
-from conformance.fuzz.runner import FuzzSetupError, fuzz, prefer_single_thread
+from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value
+from conformance.fuzz.runner import FuzzResult, FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
 from conformance.workers import WorkerStartError
 
@@ -51,6 +53,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--without", action="append", default=[], choices=FAMILIES,
                         metavar="FAMILY", help="leave out a program family (repeatable): "
                                                + ", ".join(FAMILIES))
+    parser.add_argument("-j", "--jobs", default="1", metavar="N",
+                        help="fuzz in N processes side by side, `auto` for one per core "
+                             "(default 1); --examples is the total, shard i draws from seed + i")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
@@ -71,7 +76,14 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     other_name = names[1] if names[0] == reference_name else names[0]
+    try:
+        jobs = jobs_value(args.jobs)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     prefer_single_thread()
+    if jobs > 1:
+        return _run_in_parallel(args, reference_name, other_name, jobs)
     from conformance.cli import start_engines
 
     try:
@@ -92,8 +104,26 @@ def run(args: argparse.Namespace) -> int:
     finally:
         reference.close()
         other.close()
-    if result.finding is not None:
-        print(result.finding.message())
-        print()
+    return _report(result)
+
+
+def _run_in_parallel(args: argparse.Namespace, reference: str, other: str, jobs: int) -> int:
+    try:
+        result = fuzz_in_parallel(
+            reference, other, jobs=jobs, examples=args.examples, seed=args.seed,
+            profile=args.profile, out=args.out,
+            families=[f for f in FAMILIES if f not in args.without], database=args.db,
+            progress=not args.no_progress)
+    except ShardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _report(result)
+
+
+def _report(result: FuzzResult) -> int:
+    for finding in (result.finding, *result.more_findings):
+        if finding is not None:
+            print(finding.message())
+            print()
     print(result.summary())
     return 1 if result.finding is not None else 0

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +108,11 @@ def _is_the_users(exc: BaseException) -> bool:
     return isinstance(exc, CtrlC) or signal.getsignal(signal.SIGINT) is not _raise_ctrl_c
 
 
+class Stopped(BaseException):
+    """Raised inside the fuzzing loop when its `stop` callback says so (another shard found a
+    mismatch). A BaseException, so Hypothesis ends the run at once instead of shrinking it."""
+
+
 class _MismatchFound(Exception):
     def __init__(self, program: Program, mismatch: Mismatch, records: list[StepRecord]) -> None:
         super().__init__(f"engines differ at step {mismatch.step}")
@@ -130,6 +135,10 @@ class FuzzResult:
     """The example database (a folder or URL, password hidden; None: none)."""
     first_mismatch_at: int | None = None
     """How many programs had run when the first mismatch appeared (before shrinking)."""
+    jobs: int = 1
+    """Processes that fuzzed side by side (`conformance.fuzz.parallel`)."""
+    more_findings: tuple[Finding, ...] = ()
+    """Mismatches other shards found before they were stopped (each written like the first)."""
 
     @property
     def rate(self) -> float:
@@ -138,8 +147,13 @@ class FuzzResult:
     def summary(self) -> str:
         found = "0 mismatches"
         if self.finding:
-            found = f"1 mismatch (first at program {self.first_mismatch_at})"
+            count = 1 + len(self.more_findings)
+            found = (f"{count} mismatch{'es' if count > 1 else ''} (first at program "
+                     f"{self.first_mismatch_at}{' of its shard' if self.jobs > 1 else ''})")
         seed = "random" if self.seed is None else str(self.seed)
+        if self.jobs > 1:
+            seed = f"{seed}, {self.jobs} processes" + ("" if self.seed is None else
+                                                      " (seeds counted up from it)")
         database = f", database {self.database}" if self.database else ""
         return (f"fuzz: {self.programs} programs on {self.reference} (reference) vs "
                 f"{self.other}, {found}, {self.seconds:.1f} s, {self.rate:.0f} programs/s "
@@ -168,8 +182,13 @@ class Progress:
         if now - self.last < self.tick_interval():
             return
         self.last = now
-        self.drawn = True
-        self._draw(now)
+        self.draw()
+
+    def draw(self) -> None:
+        """Draw the current state now (a caller that sets `count` itself calls this)."""
+        if self.enabled:
+            self.drawn = True
+            self._draw(time.perf_counter())
 
     def tick_interval(self) -> float:
         """Seconds between redraws."""
@@ -289,13 +308,16 @@ def preflight(*engines: Engine | EngineWorkers) -> None:
 def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
          seed: int | None = None, profile: str = "ci", out: Path | None = DEFAULT_OUT,
          families: Iterable[str] | None = None, progress: bool = False,
-         stream: TextIO | None = None, database: str | None = None) -> FuzzResult:
+         stream: TextIO | None = None, database: str | None = None,
+         tick: Callable[[], None] | None = None,
+         stop: Callable[[], bool] | None = None) -> FuzzResult:
     """Fuzz `other` against `reference`; a finding is shrunk, built and (with `out`) written.
 
     `examples` and `seed` default to the profile's; `database` (a folder or a
-    `redis://host:port/db` URL) to the profile's (see `profiles`). Raises FuzzSetupError
-    before running any program when `out` cannot be written, the database cannot be used or an
-    engine cannot run at all.
+    `redis://host:port/db` URL) to the profile's (see `profiles`). `tick` is called before
+    each program; when `stop` returns True the run ends there, with no finding (see
+    `conformance.fuzz.parallel`). Raises FuzzSetupError before running any program when `out`
+    cannot be written, the database cannot be used or an engine cannot run at all.
     """
     chosen = get_profile(profile)
     reason = unwritable_reason(out) if out is not None else None
@@ -314,7 +336,11 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
 
     @given(programs(families=families))
     def run_one(program: Program) -> None:
+        if stop is not None and stop():
+            raise Stopped
         bar.tick()
+        if tick is not None:
+            tick()
         found = check_program(program, reference, other)
         if found is not None:
             first_at.append(bar.count)
@@ -334,6 +360,8 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
             run_one()
         except _MismatchFound as exc:
             found = exc
+        except Stopped:
+            pass
         finally:
             bar.close()
         result = FuzzResult(facts(reference).name, facts(other).name, bar.count,

@@ -62,3 +62,39 @@ def fuzz_in_a_fresh_interpreter(*args: str) -> tuple[int, str]:
                           cwd=here.parents[1], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(here)})
     return done.returncode, done.stdout
+
+
+def test_jobs_share_the_programs_out_and_add_up(torch_engine, tmp_path, capsys):
+    status = main(["fuzz", "--engines", "torch,torch", "--examples", "30", "--seed", "3",
+                   "--jobs", "2", "--out", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "fuzz: 30 programs on torch (reference) vs torch, 0 mismatches" in out
+    assert "seed 3, 2 processes (seeds counted up from it)" in out
+
+
+def test_a_mismatch_in_one_shard_stops_the_others(torch_engine, tmp_path):
+    status, out = fuzz_in_a_fresh_interpreter(
+        "--engines", "faulty_engines:make_renamed_sum,torch", "--examples", "4000",
+        "--seed", "0", "--jobs", "2", "--out", str(tmp_path), "--no-progress")
+    assert status == 1, out
+    assert "SumBackward1" in out
+    summary = out.strip().splitlines()[-1]
+    # Stopped early: far fewer than the 4,000 programs asked for ran.
+    programs = int(summary.split("fuzz: ")[1].split(" programs")[0])
+    assert programs < 4000, summary
+    for case in tmp_path.glob("fuzz_*.yaml"):
+        assert str(case) in out and main(["lint", str(case)]) == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_jobs_must_be_positive_or_auto(torch_engine, tmp_path, capsys, value):
+    assert main(["fuzz", "--engines", "torch,torch", "--jobs", value, "--out", str(tmp_path),
+                 "--no-progress"]) == 2
+    assert "--jobs must be a positive number or auto" in capsys.readouterr().err
+
+
+def test_a_shard_that_cannot_start_is_a_usage_error(torch_engine, tmp_path, capsys):
+    assert main(["fuzz", "--engines", "torch,faulty_engines:make_broken", "--jobs", "2",
+                 "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "cannot run a one-line program" in capsys.readouterr().err
