@@ -83,7 +83,14 @@ def quiet(fn: _F) -> _F:
 
 @quiet
 def _scalar_array_quietly(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
-    return xp.asarray(value, dtype=np_dtype)
+    try:
+        return xp.asarray(value, dtype=np_dtype)
+    except OverflowError:
+        if type(value) is not int or np_dtype.kind != "i" or not -2**63 <= value < 2**63:
+            raise
+        # PyTorch wraps a number past a smaller integer type's range in arithmetic
+        # (int16 tensor + 40000), as a C++ cast from int64 does; NumPy 2 refuses it.
+        return xp.asarray(value, dtype=numpy.int64).astype(np_dtype)
 
 
 _FLOAT_MAX = {numpy.dtype(name): float(numpy.finfo(name).max)
@@ -411,7 +418,14 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
     keep = isinstance(data, numpy.ndarray | numpy.generic)
     arr = numpy.asarray(data)
     if dtype is not None:
-        return arr.astype(numpy_dtype(dtype))
+        if not keep and dtype.kind == "i" and arr.size and arr.dtype.kind in "if" and (
+                _dtype.overflows(dtype, arr.min().item())
+                or _dtype.overflows(dtype, arr.max().item())):
+            # Numbers are checked one by one as they are converted (a NumPy array is cast,
+            # and wraps): PyTorch names the type as torch does here, not as C++ does.
+            raise RuntimeError(f"value cannot be converted to type {dtype.name} without "
+                               "overflow")
+        return as_host(arr, dtype)
     if keep and arr.dtype in _FROM_NP:
         return arr
     kind = arr.dtype.kind

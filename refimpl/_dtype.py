@@ -151,14 +151,15 @@ _RANGE = {int8: (-2**7, 2**7 - 1), int16: (-2**15, 2**15 - 1), int32: (-2**31, 2
 _OVERFLOW_NAME = {int8: "int8_t", int16: "int16_t", int64: "int64_t"}
 
 
-def _overflows(d: dtype, value: int | float | complex) -> _builtin_bool:
+def overflows(d: dtype, value: int | float | complex) -> _builtin_bool:
+    """Whether ``value`` is out of the finite range of ``d`` (c10's ``overflows``)."""
     if d.kind == "b":
         return False
     if isinstance(value, complex):
         # Complex to real drops a non-zero imaginary part: PyTorch counts that as overflow.
         if d.kind != "c" and value.imag != 0:
             return True
-        return _overflows(d, value.real) or _overflows(d, value.imag)
+        return overflows(d, value.real) or overflows(d, value.imag)
     low, high = _RANGE[d]
     if isinstance(value, float):
         if d.kind in "fc" and math.isinf(value):
@@ -180,7 +181,7 @@ def checked_scalar(value: int | float | complex, d: dtype, *, one_element: _buil
     a value past its range becomes inf, and only an imaginary part is refused.
     """
     check = float64 if one_element and d == float16 else d
-    if _overflows(check, value):
+    if overflows(check, value):
         name = _OVERFLOW_NAME.get(check, check.cpp_name)
         raise RuntimeError(f"value cannot be converted to type {name} without overflow")
     if isinstance(value, complex) and d.kind != "c":

@@ -28,7 +28,8 @@ __all__ = [
     "expand", "flatten", "select", "unbind", "cat", "stack", "clone", "detach", "to", "sum_to",
     "sign",
     "eq", "ne", "lt", "le", "gt", "ge", "is_tensor", "zeros", "zeros_like", "ones_like",
-    "arange", "apply", "promote", "conj", "real", "cast_grad", "argmax", "contiguous",
+    "arange", "apply", "promote", "conj", "real", "cast_grad", "argmax", "all", "any",
+    "contiguous",
     "parse_to", "clamp_bounds",
 ]
 
@@ -553,6 +554,26 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return _constant(input, input._data.argmax(axis=d, keepdims=keepdim))
 
 
+def _logical_reduction(name: str) -> Any:
+    def reduce(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        xp = _backend.backend_of(input._device).xp
+        data = input._data
+        if dim is None:
+            out = getattr(xp, name)(data)
+        else:
+            out = getattr(xp, name)(data, axis=_wrap_dim(dim, input.dim()), keepdims=keepdim)
+        return _constant(input, out)
+
+    reduce.__name__ = name
+    reduce.__doc__ = (f"Whether {'every' if name == 'all' else 'any'} element (of each slice "
+                      "along ``dim``) is non-zero, as a bool tensor (never differentiable).")
+    return reduce
+
+
+all = _logical_reduction("all")  # noqa: A001 - PyTorch's name
+any = _logical_reduction("any")  # noqa: A001 - PyTorch's name
+
+
 def contiguous(input: Tensor) -> Tensor:
     """The tensor itself when its memory is already in row-major order, else a row-major
     clone (``CloneBackward0``)."""
@@ -893,7 +914,7 @@ def _sequence_as_tuple(key: Any) -> bool:
         return True
     if not isinstance(key, list) or len(key) >= 32:
         return False
-    return any(isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis
+    return builtins.any(isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis
                for k in key)
 
 
@@ -1172,7 +1193,7 @@ def _bind() -> None:
         "view": view, "t": t, "transpose": transpose, "permute": permute,
         "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "flatten": flatten,
         "select": select, "unbind": unbind, "__iter__": _iter, "clone": clone, "to": to,
-        "argmax": argmax, "contiguous": contiguous, "pow_": inplace.pow_, "exp_": inplace.exp_,
+        "argmax": argmax, "all": all, "any": any, "contiguous": contiguous, "pow_": inplace.pow_, "exp_": inplace.exp_,
         "relu_": inplace.relu_,
         "sign": sign, "sgn": sgn, "median": median, "narrow": narrow, "split": split,
         "unsafe_split": unsafe_split, "chunk": chunk, "diagonal": diagonal, "repeat": repeat,

@@ -134,7 +134,7 @@ class Overload:
         return builtins.sum(1 for o in self.optional if not o) <= count <= len(self.types)
 
     def matches(self, args: Sequence[Any]) -> bool:
-        return self.plausible(len(args)) and all(self._fits(i, a) for i, a in enumerate(args))
+        return self.plausible(len(args)) and builtins.all(self._fits(i, a) for i, a in enumerate(args))
 
     def mismatch(self, op: str, args: Sequence[Any]) -> TypeError:
         """The error for the first argument this (only plausible) signature refuses."""
@@ -182,7 +182,7 @@ def overloaded(fn: Callable[..., Any], op: str, options: Sequence[tuple[str, boo
     def checked(*args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             given = args[skip:]
-            if not any(o.matches(given) for o in parsed):
+            if not builtins.any(o.matches(given) for o in parsed):
                 plausible = [o for o in parsed if o.plausible(len(given))]
                 if not plausible:
                     return fn(*args, **kwargs)
@@ -226,6 +226,8 @@ sgn = function(F.sgn, "sgn", "input")
 unsafe_split = function(F.unsafe_split, "unsafe_split", "input")
 split = F.split  # a Python function in PyTorch too (torch.functional.split)
 argmax = function(F.argmax, "argmax", "input")
+all = function(F.all, "all", "input")  # noqa: A001 - PyTorch's name
+any = function(F.any, "any", "input")  # noqa: A001 - PyTorch's name
 clone = function(F.clone, "clone", "input")
 conj = function(F.conj, "conj", "input")
 cos = function(F.cos, "cos", "input")
