@@ -1,13 +1,18 @@
 """Throughput of the differential fuzzer: generated programs per second, both engines run.
 
-    python benchmarks/bench_fuzz.py                          # torch vs refimpl, 1,000 programs
+    python benchmarks/bench_fuzz.py                   # torch vs refimpl, 1,000 programs per core
+    python benchmarks/bench_fuzz.py --jobs 1          # one fuzzing loop, engines in-process
     python benchmarks/bench_fuzz.py --engines torch,torch --examples 2000
 
 Each program is drawn by Hypothesis, compiled once, run on both engines with every
-observation recorded after every step, and compared: exactly the work of
-`python -m conformance fuzz`. The target (the refimpl issue's) is at least 250 programs per
-second on a 2-core machine. A mismatch does not stop the measurement from being printed, but it
-is reported (the figure then covers the programs run until it was found and shrunk).
+observation recorded after every step, and compared. With `--jobs N` (default: one per core)
+this is exactly `python -m conformance fuzz --jobs N`: N fuzzing loops side by side, each with
+its engines in worker processes of their own; the rate counts every program over the longest
+loop's time, engine start-up left out. With `--jobs 1` the engines run in this process, which
+shows what one loop costs without any process boundary. The target (the refimpl issue's) is at
+least 250 programs per second on a 2-core machine. A mismatch does not stop the measurement
+from being printed, but it is reported (the figure then covers the programs run until it was
+found and shrunk).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from conformance.engines import EngineError, load_engine  # noqa: E402
+from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value  # noqa: E402
 from conformance.fuzz.runner import FuzzSetupError, fuzz, prefer_single_thread  # noqa: E402
 
 TARGET = 250.0
@@ -28,17 +34,25 @@ TARGET = 250.0
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="torch,refimpl", help="reference,other")
-    parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--examples", type=int, default=1000, help="programs per job")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", default="auto", help="fuzzing loops side by side (default: "
+                                                        "one per core; 1: engines in-process)")
     args = parser.parse_args()
     names = args.engines.split(",")
     prefer_single_thread()
     try:
-        reference, other = load_engine(names[0]), load_engine(names[1])
-        # A short warm-up, so one-time costs (lazy imports, first kernels) are not measured.
-        fuzz(reference, other, examples=20, seed=args.seed + 1, out=None)
-        result = fuzz(reference, other, examples=args.examples, seed=args.seed, out=None)
-    except (EngineError, FuzzSetupError, IndexError) as exc:
+        jobs = jobs_value(args.jobs)
+        if jobs > 1:
+            result = fuzz_in_parallel(names[0], names[1], jobs=jobs,
+                                      examples=args.examples * jobs, seed=args.seed,
+                                      profile="ci", out=None)
+        else:
+            reference, other = load_engine(names[0]), load_engine(names[1])
+            # A short warm-up, so one-time costs (lazy imports, first kernels) are not measured.
+            fuzz(reference, other, examples=20, seed=args.seed + 1, out=None)
+            result = fuzz(reference, other, examples=args.examples, seed=args.seed, out=None)
+    except (EngineError, FuzzSetupError, ShardError, IndexError, ValueError) as exc:
         print(f"error: {exc} (use --engines REFERENCE,OTHER)", file=sys.stderr)
         return 2
     verdict = "meets" if result.rate >= TARGET else "misses"
