@@ -4,6 +4,11 @@ Run it:
 
     python -m conformance fuzz --engines torch,refimpl --examples 5000 --seed 7
     python -m conformance fuzz --engines torch,my_engine --profile ci --out findings
+    python -m conformance fuzz --engines torch,refimpl --examples 20000 --jobs auto
+
+`--jobs N` runs N fuzzing loops side by side on this machine, each with its own pair of
+engine workers (`parallel`): `--examples` is then the total, loop i draws from seed + i, and the
+first mismatch stops the others.
 
 Hypothesis draws programs in the case language (leaves, broadcasting ops, views, in-place ops,
 grad modes, backward/grad, modules, hooks, custom Functions...); both engines run each one, each
@@ -56,6 +61,7 @@ Modules:
 - `findings`: a mismatch as a lint-valid YAML case plus a standalone repro script.
 - `profiles`: the `ci`, `dev` and `campaign` settings and the example database (a folder or
   Redis); `campaign.py` runs under pytest-xdist.
+- `parallel`: `fuzz --jobs N`, several loops side by side on one machine.
 - `cli`: `python -m conformance fuzz`.
 """
 
