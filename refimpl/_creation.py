@@ -8,6 +8,7 @@ requested device, so a seed gives the same values on cpu and cuda.
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -56,13 +57,36 @@ def is_tensor(obj: object) -> bool:
     return isinstance(obj, Tensor)
 
 
-def _size(size: Sequence[Any]) -> tuple[int, ...]:
+def _size(size: Sequence[Any], op: str, sequence_only: bool = False) -> tuple[int, ...]:
+    """The shape in ``size``: the sizes given one by one, or one tuple or list of them (only
+    that with ``sequence_only``, as ``full`` takes it). Anything that is not an integer (an
+    int, a NumPy integer, a one-element integer tensor; not a bool or a float) is refused with
+    the message of PyTorch's argument parser for ``op``."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
+        items = size[0]
+    elif len(size) == 1 and (sequence_only or _size_item(size[0]) is None):
+        raise TypeError(f"{op}(): argument 'size' (position 1) must be tuple of ints, not "
+                        f"{type(size[0]).__name__}")
+    else:
+        items = size
+    shape = []
+    for pos, item in enumerate(items, 1):
+        n = _size_item(item)
+        if n is None:
+            raise TypeError(f"{op}(): argument 'size' failed to unpack the object at pos {pos} "
+                            f"with error \"type must be tuple of ints,but got "
+                            f"{type(item).__name__}\"")
+        shape.append(n)
+    return tuple(shape)
+
+
+def _size_item(item: Any) -> int | None:
+    if type(item) is bool:
+        return None
     try:
-        return tuple(int(s) for s in size)
+        return operator.index(item)
     except TypeError:
-        raise TypeError(f"size must be a sequence of ints, got {size!r}") from None
+        return None
 
 
 def _finish(host: Any, dtype: _dtype.dtype, device: Any, requires_grad: bool) -> Tensor:
@@ -119,7 +143,7 @@ def _random(kind: str, size: Sequence[Any], dtype: _dtype.dtype | None, device: 
     dtype = dtype or _dtype.float32
     if dtype.kind not in "fc":
         raise RuntimeError(f"\"check_uniform_bounds\" not implemented for '{dtype.legacy_name}'")
-    shape = _size(size)
+    shape = _size(size, kind)
     if _backend.resolve_device(device).type == "meta":
         # Values on meta are never seen, and PyTorch draws none: the generator does not advance.
         return _finish(_backend.filled(shape, 0, dtype), dtype, device, requires_grad)
@@ -144,7 +168,7 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = N
          device: Any = None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.result_type_of((fill_value,))
-    shape = _size((size,))
+    shape = _size((size,), "full", sequence_only=True)
     host = _backend.filled(shape, _dtype.checked_scalar(fill_value, dtype,
                                                         one_element=math.prod(shape) == 1), dtype)
     return _finish(host, dtype, device, requires_grad)
@@ -153,16 +177,23 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = N
 def ones(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     dtype = dtype or _dtype.float32
-    return _finish(_backend.filled(_size(size), 1, dtype), dtype, device, requires_grad)
+    return _finish(_backend.filled(_size(size, "ones"), 1, dtype), dtype, device, requires_grad)
 
 
 def zeros(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     dtype = dtype or _dtype.float32
-    return _finish(_backend.filled(_size(size), 0, dtype), dtype, device, requires_grad)
+    return _finish(_backend.filled(_size(size, "zeros"), 0, dtype), dtype, device,
+                   requires_grad)
 
 
-empty = zeros
+def empty(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` (zeros here; PyTorch leaves its values unset)."""
+    dtype = dtype or _dtype.float32
+    return _finish(_backend.filled(_size(size, "empty"), 0, dtype), dtype, device,
+                   requires_grad)
+
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: _dtype.dtype | None = None,
@@ -221,7 +252,8 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: _dtype.dtype | None = No
 def _new(source: Tensor, make: Any, size: tuple[Any, ...], dtype: _dtype.dtype | None,
          device: Any, requires_grad: bool, *args: Any) -> Tensor:
     dtype, device = _like(source, dtype, device)
-    return make(_size(size), *args, dtype=dtype, device=device, requires_grad=requires_grad)
+    return make(_size(size, f"new_{make.__name__}"), *args, dtype=dtype, device=device,
+                requires_grad=requires_grad)
 
 
 def new_zeros(self: Tensor, *size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
@@ -248,7 +280,8 @@ def new_full(self: Tensor, size: Sequence[int], fill_value: Any, *,
              requires_grad: bool = False) -> Tensor:
     """``fill_value`` everywhere in ``size``, with this tensor's dtype and device."""
     dtype, device = _like(self, dtype, device)
-    return full(size, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+    return full(_size((size,), "new_full", sequence_only=True), fill_value, dtype=dtype,
+                device=device, requires_grad=requires_grad)
 
 
 NEW_TENSOR_COPY_WARNING = COPY_CONSTRUCT_WARNING.replace("torch.tensor(", "tensor.new_tensor(")
