@@ -278,7 +278,11 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     continue
                 g = grads[i] if run else None
                 if g is not None:
-                    g = _validate(g, *edge, node, i)
+                    data = g._data
+                    # _validate's check, inlined for the common gradient that already fits.
+                    if nxt._multi_output or data.shape != nxt._shape or \
+                            data.dtype != nxt._dtype:
+                        g = _validate(g, nxt, edge[1], node, i)
                     if nxt._multi_output:
                         _add(buffers, edge, g)
                     else:
@@ -292,7 +296,7 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                     ready.push(nxt)
             # The buffers alone hold the gradients sent on: AccumulateGrad counts references
             # to decide whether it may keep one.
-            grads = g = old = grad = None
+            grads = g = old = grad = data = None
     finally:
         grad_mode._state.enabled = prev_mode
     return captured

@@ -256,6 +256,8 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
     """The tensor a node saved, after checking nobody changed it in place since."""
     if type(entry) is PackedSaved:
         return entry.unpack(node)
+    if type(entry) is WrappedNumber:
+        return entry  # saved as itself: nothing can write to it (see _record)
     tensor, version = entry[0], entry[1]
     if len(entry) == 3:  # a saved input: (tensor, version, it had a grad_fn when saved)
         if entry[2] and tensor._grad_fn is None:
@@ -529,15 +531,9 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         node.next_functions = before[0]
     else:
         # edge(), inlined for the common inputs: no grad, or a non-view with a grad_fn.
-        edges = []
-        for t in tensors:
-            if not t._requires_grad:
-                edges.append(_NO_EDGE)
-            elif t._base is None and t._grad_fn is not None:
-                edges.append((t._grad_fn, t._output_nr))
-            else:
-                edges.append(edge(t))
-        node.next_functions = tuple(edges)
+        node.next_functions = tuple([
+            _NO_EDGE if not t._requires_grad else (t._grad_fn, t._output_nr)
+            if t._base is None and t._grad_fn is not None else edge(t) for t in tensors])
     node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
@@ -557,6 +553,11 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                 saved.append((result._data, vc[0], vc, 0))
             else:
                 t = tensors[k]
+                if type(t) is WrappedNumber:
+                    # No one holds a wrapped number to write to it in place: it needs no
+                    # version to check, and saving it bare spares a tuple per op.
+                    saved.append(t)
+                    continue
                 if t._inference:
                     raise RuntimeError(INFERENCE_SAVED)
                 vc = t._vc
@@ -617,7 +618,7 @@ def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
     with grad_mode.no_grad():
         for k in order:
             entry = packed[k]
-            if entry is None or len(entry) == 3 and type(entry[0]) is WrappedNumber:
+            if entry is None or type(entry) is WrappedNumber:
                 continue
             if len(entry) == 3:
                 tensor = entry[0]
