@@ -335,6 +335,7 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
 
 
 _NO_EDGE = (None, 0)
+_PLAIN_FACTS = frozenset((int, float, bool, str, type(None), tuple))
 _QUIET = _backend.QUIET
 
 
@@ -570,9 +571,17 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         node._saved = None
     if row.info_names or extras is not None:
         info = {}
+        # A tensor among the facts (where's condition, max.dim's indices, index's index
+        # tensors) is a saved tensor in PyTorch too: backward releases it, and a second
+        # backward must fail. Only parameters and extra outputs can be tensors.
+        holds_tensor = extras is not None
         for name in row.info_names:
             if name in params:
-                info[name] = params[name]
+                value = info[name] = params[name]
+                if not holds_tensor and type(value) not in _PLAIN_FACTS and (
+                        isinstance(value, Tensor) or type(value) is list
+                        and any(isinstance(i, Tensor) for i in value)):
+                    holds_tensor = True
             else:
                 base, _, what = name.rpartition("_")
                 if row.variadic:  # one fact per tensor of the list
@@ -583,12 +592,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         for name, e in zip(row.extra_outputs, extras or (), strict=True):
             info[name] = wrap(e, dev)
         node._info = info
-        if node._saved is None and any(
-                isinstance(v, Tensor) or type(v) is list and any(isinstance(i, Tensor) for i in v)
-                for v in info.values()):
-            # A tensor among the facts (where's condition, max.dim's indices, index's index
-            # tensors) is a saved tensor in PyTorch too: backward releases it, and a second
-            # backward must fail.
+        if holds_tensor and node._saved is None:
             node._saved = ()
     else:
         node._info = None
