@@ -21,8 +21,8 @@ from pathlib import Path
 
 from conformance.engines import EngineError
 from conformance.fuzz.findings import DEFAULT_OUT
-from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value
+from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
 from conformance.workers import WorkerStartError

@@ -127,7 +127,8 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
     """`fuzz` in `jobs` processes; the programs, findings and rate of all of them.
 
     The result's `seconds` is the longest shard's fuzzing time (engines loaded), so `rate` is
-    what the machine achieved side by side. Raises ShardError when a shard cannot start (the others are stopped first).
+    what the machine achieved side by side. Raises ShardError when a shard cannot start (the
+    others are stopped first).
     """
     chosen = get_profile(profile)
     total = chosen.examples if examples is None else examples

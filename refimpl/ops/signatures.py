@@ -134,7 +134,8 @@ class Overload:
         return builtins.sum(1 for o in self.optional if not o) <= count <= len(self.types)
 
     def matches(self, args: Sequence[Any]) -> bool:
-        return self.plausible(len(args)) and builtins.all(self._fits(i, a) for i, a in enumerate(args))
+        return self.plausible(len(args)) and builtins.all(
+            self._fits(i, a) for i, a in enumerate(args))
 
     def mismatch(self, op: str, args: Sequence[Any]) -> TypeError:
         """The error for the first argument this (only plausible) signature refuses."""

@@ -86,10 +86,11 @@ _SAVED, _INFO, _EXTRA = 0, 1, 2
 class OpRow:
     """One op overload: its forward on arrays, its node name and its derivative formulas."""
 
-    __slots__ = ("name", "node", "forward", "raw_forward", "inputs", "variadic", "param_defaults", "formulas",
-                 "saved_names", "save_users", "info_names", "node_cls", "is_view", "multi_output",
-                 "extra_outputs", "changes_device", "holomorphic", "layout", "formula_order",
-                 "unpack_order", "zeros", "below_autograd", "save_plan")
+    __slots__ = ("name", "node", "forward", "raw_forward", "inputs", "variadic",
+                 "param_defaults", "formulas", "saved_names", "save_users", "info_names",
+                 "default_info", "node_cls", "is_view", "multi_output", "extra_outputs",
+                 "changes_device", "holomorphic", "layout", "formula_order", "unpack_order",
+                 "zeros", "below_autograd", "save_plan")
 
     def __init__(self, name: str, node: str, forward: Callable[..., Any],
                  derivatives: dict[str, Callable[..., Any]], *, view: bool = False,
@@ -157,6 +158,12 @@ class OpRow:
         self.save_plan = tuple(
             (-1 if name == "result" else self.inputs.index(name), tuple(users))
             for name, users in zip(self.saved_names, self.save_users, strict=True))
+        # The facts of a node made with every parameter at its default, when they are all
+        # parameters: one read-only dict that every such node shares (AddBackward0's alpha).
+        self.default_info = None
+        if self.info_names and not self.extra_outputs and all(
+                n in self.param_defaults for n in self.info_names):
+            self.default_info = {n: self.param_defaults[n] for n in self.info_names}
         # After reading its signature: NaN and inf come out silently, as in PyTorch.
         self.forward = _backend.quiet(forward)
         self.raw_forward = forward
@@ -365,10 +372,12 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     recording = mode.enabled and not mode.inference
     if arrays is None:
         arrays = [t._data for t in tensors]
+    given = params
     if params:
         if row.param_defaults.keys() - params.keys():
             params = {**row.param_defaults, **params}
     else:
+        # The forward's own defaults are these (read from its signature): no keywords to pass.
         params = row.param_defaults
     if _QUIET is None:
         out = row.forward(backend.xp, *arrays, **params)
@@ -376,7 +385,8 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
         # row.forward's quiet wrapper, inlined: one call less on every op.
         token = _QUIET[0](_QUIET[2])
         try:
-            out = row.raw_forward(backend.xp, *arrays, **params)
+            out = row.raw_forward(backend.xp, *arrays, **params) if given else \
+                row.raw_forward(backend.xp, *arrays)
         finally:
             _QUIET[1](token)
     extras = None
@@ -569,7 +579,9 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
         node._saved = tuple(saved)
     else:
         node._saved = None
-    if row.info_names or extras is not None:
+    if params is row.param_defaults and row.default_info is not None:
+        node._info = row.default_info
+    elif row.info_names or extras is not None:
         info = {}
         # A tensor among the facts (where's condition, max.dim's indices, index's index
         # tensors) is a saved tensor in PyTorch too: backward releases it, and a second
