@@ -638,7 +638,11 @@ def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
                 continue
             if len(entry) == 3:
                 tensor = entry[0]
-                packed[k] = PackedSaved(pack(tensor), unpack, edge(tensor))
+                # An input the op itself wrote in place (x in x.mul_(x)) is saved where it was
+                # in the graph before the write: the node's edge for it.
+                where = node.next_functions[row.save_plan[k][0]] \
+                    if row is not None and tensor._grad_fn is node else edge(tensor)
+                packed[k] = PackedSaved(pack(tensor), unpack, where)
             else:
                 nr = entry[3]
                 packed[k] = PackedSaved(pack(outputs[nr]), unpack, None, nr)
