@@ -211,18 +211,18 @@ class AccumulateGrad(Node):
 
     def apply(self, grad: Tensor) -> list[Tensor | None]:
         """Add ``grad`` into ``variable.grad``."""
-        if not self.variable._requires_grad:
-            # The leaf stopped requiring grad (detach_, requires_grad_(False)) after the
-            # graph was built: PyTorch's AccumulateGrad then drops the gradient.
-            return []
         variable = self.variable
-        # PyTorch keeps (steals) the incoming gradient instead of copying it when no other
-        # reference to that tensor exists (use_count <= 1): a tensor a hook stored, the
-        # user's own gradient passed through unchanged, or one still buffered for another
-        # node is copied; a new tensor - a formula's result, or a view of the user's gradient
-        # (ViewBackward0's) - is kept. Here the references are Python's: the engine's
-        # ``grad``, this frame's, _accumulate_grad's and getrefcount's own.
-        variable._accumulate_grad(grad, sys.getrefcount(grad) <= 4)
+        # A leaf that stopped requiring grad (detach_, requires_grad_(False)) after the graph
+        # was built gets nothing: PyTorch's AccumulateGrad drops the gradient. Its
+        # post-accumulate-grad hooks still run (the engine calls them after the node).
+        if variable._requires_grad:
+            # PyTorch keeps (steals) the incoming gradient instead of copying it when no other
+            # reference to that tensor exists (use_count <= 1): a tensor a hook stored, the
+            # user's own gradient passed through unchanged, or one still buffered for another
+            # node is copied; a new tensor - a formula's result, or a view of the user's
+            # gradient (ViewBackward0's) - is kept. Here the references are Python's: the
+            # engine's ``grad``, this frame's, _accumulate_grad's and getrefcount's own.
+            variable._accumulate_grad(grad, sys.getrefcount(grad) <= 4)
         hooks = variable._post_accumulate_grad_hooks
         if hooks:
             for hook in list(hooks):
