@@ -32,7 +32,7 @@ from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import SECOND_BACKWARD, Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
-from refimpl.ops.table import _record, edge
+from refimpl.ops.table import INFERENCE_SAVED, _record, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
@@ -199,6 +199,13 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
                                  None)
     old_self = None
     if needs_graph:
+        # PyTorch saves the operands before the kernel writes: an inference tensor among
+        # those saved is refused with self still unchanged.
+        operands = [self, *others]
+        for k, users in row.save_plan:
+            if k > 0 and operands[k]._inference and any(operands[u]._requires_grad
+                                                         for u in users):
+                raise RuntimeError(INFERENCE_SAVED)
         # The node's edge for self is self's graph before the write.
         old_self = wrap(self._data, self._device)
         old_self._grad_fn = self._grad_fn
