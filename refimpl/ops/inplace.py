@@ -200,11 +200,12 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     old_self = None
     if needs_graph:
         # PyTorch saves the operands before the kernel writes: an inference tensor among
-        # those saved is refused with self still unchanged.
+        # those saved is refused with self still unchanged (an inference self is refused
+        # after the write, below).
         operands = [self, *others]
         for k, users in row.save_plan:
-            if k > 0 and operands[k]._inference and any(operands[u]._requires_grad
-                                                         for u in users):
+            if k > 0 and operands[k]._inference and not self._inference and any(
+                    operands[u]._requires_grad for u in users):
                 raise RuntimeError(INFERENCE_SAVED)
         # The node's edge for self is self's graph before the write.
         old_self = wrap(self._data, self._device)
