@@ -6,10 +6,9 @@
 
 Each program is drawn by Hypothesis, compiled once, run on both engines with every
 observation recorded after every step, and compared. With `--jobs N` (default: one per core)
-this is exactly `python -m conformance fuzz --jobs N`: N fuzzing loops side by side, each with
-its engines in worker processes of their own; the rate counts every program over the longest
-loop's time, engine start-up left out. With `--jobs 1` the engines run in this process, which
-shows what one loop costs without any process boundary. The target (the refimpl issue's) is at
+this is exactly `python -m conformance fuzz --jobs N`: N fuzzing loops side by side, each a
+process that loads both engines; the rate counts every program over the longest loop's time,
+engine start-up left out. With `--jobs 1` one loop runs in this process. The target (the refimpl issue's) is at
 least 250 programs per second on a 2-core machine. A mismatch does not stop the measurement
 from being printed, but it is reported (the figure then covers the programs run until it was
 found and shrunk).

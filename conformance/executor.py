@@ -178,7 +178,7 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
     step: Step | None = None
     checks: list[Check] = []
     try:
-        with _watchdog(timeout):
+        with watchdog(timeout):
             try:
                 engine.reset()
                 namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins)
@@ -219,7 +219,9 @@ def new_namespace(engine: Engine, rng: np.random.Generator,
 
 
 @contextmanager
-def _watchdog(timeout: float | None) -> Iterator[None]:
+def watchdog(timeout: float | None) -> Iterator[None]:
+    """Raise CaseTimeout in the block once `timeout` seconds have passed (SIGALRM; only in
+    the main thread, elsewhere the block runs unwatched)."""
     usable = (timeout is not None and timeout > 0 and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:

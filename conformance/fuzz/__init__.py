@@ -6,9 +6,9 @@ Run it:
     python -m conformance fuzz --engines torch,my_engine --profile ci --out findings
     python -m conformance fuzz --engines torch,refimpl --examples 20000 --jobs auto
 
-`--jobs N` runs N fuzzing loops side by side on this machine, each with its own pair of
-engine workers (`parallel`): `--examples` is then the total, loop i draws from seed + i, and the
-first mismatch stops the others.
+`--jobs N` runs N fuzzing loops side by side on this machine, each a process that loads both
+engines (`parallel`): `--examples` is then the total, loop i draws from seed + i, and the first
+mismatch stops the others. With one loop each engine runs in a worker process of its own.
 
 Hypothesis draws programs in the case language (leaves, broadcasting ops, views, in-place ops,
 grad modes, backward/grad, modules, hooks, custom Functions...); both engines run each one, each

@@ -7,7 +7,11 @@
 
 Hypothesis draws one program at a time, and drawing takes as long as running it on both engines,
 so one fuzzing loop keeps about one core busy. `--jobs N` runs N loops (shards) side by side,
-each in a process of its own with its own two engine workers, exactly as `fuzz` runs one:
+each in a process of its own that loads both engines itself. That process is the isolation:
+with as many loops as cores, two more worker processes per loop (what `fuzz` with one loop
+uses) cost more in hand-offs than they save. A program an engine does not finish in
+`PROGRAM_TIMEOUT_S` is interrupted and reported as a crash finding, as a hung worker is; an
+engine that kills the interpreter ends the run with a message to rerun with `--jobs 1`.
 
 - the programs are shared out (`examples` is the total); shard i draws from seed + i when a
   seed is given (from its own random seed otherwise), so a run with the same seed and the same
@@ -19,8 +23,7 @@ each in a process of its own with its own two engine workers, exactly as `fuzz` 
 
 A campaign across machines is `conformance/fuzz/campaign.py` under pytest-xdist; this is the
 same idea for one command on one machine. The processes come from the standard library's
-`concurrent.futures.ProcessPoolExecutor`: its workers may start processes of their own (the
-engine workers), which those of a daemonic pool may not.
+`concurrent.futures.ProcessPoolExecutor`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -87,19 +91,14 @@ def _tick() -> None:
 def _shard(names: tuple[str, str], examples: int, seed: int | None, profile: str,
            out: Path | None, families: tuple[str, ...] | None, database: str | None
            ) -> _ShardResult:
-    """One shard: its own engine workers, one fuzzing loop; stops early when told to."""
-    from conformance.cli import start_engines
-    from conformance.engines import EngineError
+    """One shard: both engines loaded in this process, one fuzzing loop; stops early when
+    told to."""
+    from conformance.engines import EngineError, load_engine
     from conformance.fuzz.runner import FuzzSetupError
-    from conformance.workers import WorkerStartError
 
     stop = _SHARED["stop"]
     try:
-        reference, other = start_engines(list(names))
-    except (EngineError, WorkerStartError) as exc:
-        stop.set()
-        return _ShardResult(FuzzResult(names[0], names[1], 0, 0.0, seed, profile), str(exc))
-    try:
+        reference, other = load_engine(names[0]), load_engine(names[1])
         allowed = default_families(reference, other)
         result = fuzz(reference, other, examples=examples, seed=seed, profile=profile, out=out,
                       families=tuple(f for f in allowed if families is None or f in families),
@@ -107,9 +106,6 @@ def _shard(names: tuple[str, str], examples: int, seed: int | None, profile: str
     except (EngineError, FuzzSetupError) as exc:
         stop.set()
         return _ShardResult(FuzzResult(names[0], names[1], 0, 0.0, seed, profile), str(exc))
-    finally:
-        reference.close()
-        other.close()
     if result.finding is not None:
         stop.set()
     return _ShardResult(result)
@@ -153,6 +149,12 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
                 results += [future.result() for future in done]
                 bar.count = counter.value
                 bar.draw()
+        except BrokenProcessPool:
+            stop.set()
+            raise ShardError(
+                "a fuzzing process died (an engine crashed the interpreter, or it ran out of "
+                "memory); run with --jobs 1, where each engine runs in a worker process of its "
+                "own, to catch the program as a finding") from None
         except BaseException:
             stop.set()  # Ctrl-C reaches the shards too; a crash of ours must not leave them
             raise

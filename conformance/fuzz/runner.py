@@ -29,6 +29,7 @@ from hypothesis import given
 from hypothesis import seed as hypothesis_seed
 
 from conformance.engines.base import Engine
+from conformance.executor import CaseTimeout, watchdog
 from conformance.fuzz.differential import (
     CompiledProgram,
     Difference,
@@ -272,7 +273,13 @@ def _observe_on(compiled: CompiledProgram, engine: Engine | EngineWorkers
     if isinstance(engine, EngineWorkers):
         return engine.observed(engine.observe_later(compiled.program, PROGRAM_TIMEOUT_S),
                                PROGRAM_TIMEOUT_S)
-    return observe_safely(compiled, engine)
+    # An engine in this process that hangs is interrupted (in the main thread) and reported
+    # as a crash, as a worker that hangs is.
+    with watchdog(PROGRAM_TIMEOUT_S):
+        records, crash = observe_safely(compiled, engine)
+    if crash is not None and crash.startswith(CaseTimeout.__name__):
+        crash = f"the engine did not finish the program in {PROGRAM_TIMEOUT_S:.0f} s (a hang)"
+    return records, crash
 
 
 def observe_safely(compiled: CompiledProgram, engine: Engine

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -137,4 +138,19 @@ def make_exit_on_start() -> TorchLikeEngine:
         sys.exit("no namespace")
 
     engine.namespace = exit_now
+    return engine
+
+
+def make_interpreter_killer() -> TorchLikeEngine:
+    """An engine that ends its process outright (os._exit, as a crash in C code would) where it
+    would name SumBackward1."""
+    engine = _wrap(ExitingTorch, "torch-interpreter-killer")
+    engine.leave = lambda: os._exit(3)  # type: ignore[attr-defined]
+    return engine
+
+
+def make_hanging() -> TorchLikeEngine:
+    """An engine that never finishes a program with a sum over dims (it sleeps)."""
+    engine = _wrap(ExitingTorch, "torch-hanging")
+    engine.leave = lambda: time.sleep(3600)  # type: ignore[attr-defined]
     return engine

@@ -98,3 +98,35 @@ def test_a_shard_that_cannot_start_is_a_usage_error(torch_engine, tmp_path, caps
     assert main(["fuzz", "--engines", "torch,faulty_engines:make_broken", "--jobs", "2",
                  "--out", str(tmp_path), "--no-progress"]) == 2
     assert "cannot run a one-line program" in capsys.readouterr().err
+
+
+def test_a_fuzzing_process_that_dies_is_reported(torch_engine, tmp_path):
+    status, out, err = fuzz_in_a_fresh_interpreter_with_stderr(
+        "--engines", "faulty_engines:make_interpreter_killer,torch", "--examples", "2000",
+        "--seed", "0", "--jobs", "2", "--out", str(tmp_path), "--no-progress")
+    assert status == 2, out + err
+    assert "a fuzzing process died" in err and "--jobs 1" in err
+
+
+def test_an_engine_that_hangs_in_process_is_a_crash_finding(torch_engine, monkeypatch):
+    from conformance.engines import load_engine
+    from conformance.fuzz import runner
+
+    monkeypatch.setattr(runner, "PROGRAM_TIMEOUT_S", 1.0)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent))
+    import faulty_engines
+
+    program = runner.Program((runner.ProgramStep(
+        "x = torch.ones(2, 2, requires_grad=True)\ny = x.sum(0)", ("grad_fn_name(y)",)),))
+    found = runner.check_program(program, load_engine("torch"), faulty_engines.make_hanging())
+    assert found is not None
+    texts = [d.other for d in found.mismatch.differences]
+    assert any("did not finish the program in 1 s (a hang)" in t for t in texts), texts
+
+
+def fuzz_in_a_fresh_interpreter_with_stderr(*args: str) -> tuple[int, str, str]:
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-m", "conformance", "fuzz", *args],
+                          cwd=here.parents[1], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(here)})
+    return done.returncode, done.stdout, done.stderr
