@@ -173,7 +173,7 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
         chosen.name, finding=first.finding if first else None,
         database=results[0].result.database if results else None,
         first_mismatch_at=first.first_mismatch_at if first else None, jobs=jobs,
-        more_findings=tuple(r.result.finding for r in findings[1:]))
+        more_findings=tuple(r.finding for r in findings[1:]))
 
 
 __all__ = ["ShardError", "fuzz_in_parallel", "jobs_value", "shares"]

@@ -74,11 +74,11 @@ def test_jobs_share_the_programs_out_and_add_up(torch_engine, tmp_path, capsys):
 
 
 def test_a_mismatch_in_one_shard_stops_the_others(torch_engine, tmp_path):
-    status, out = fuzz_in_a_fresh_interpreter(
+    status, out, err = fuzz_in_a_fresh_interpreter_with_stderr(
         "--engines", "faulty_engines:make_renamed_sum,torch", "--examples", "4000",
         "--seed", "0", "--jobs", "2", "--out", str(tmp_path), "--no-progress")
-    assert status == 1, out
-    assert "SumBackward1" in out
+    assert status == 1, out + err
+    assert "SumBackward1" in out, out + err
     summary = out.strip().splitlines()[-1]
     # Stopped early: far fewer than the 4,000 programs asked for ran.
     programs = int(summary.split("fuzz: ")[1].split(" programs")[0])
@@ -130,3 +130,36 @@ def fuzz_in_a_fresh_interpreter_with_stderr(*args: str) -> tuple[int, str, str]:
                           cwd=here.parents[1], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(here)})
     return done.returncode, done.stdout, done.stderr
+
+
+def test_mismatches_found_by_two_shards_are_all_reported(torch_engine, tmp_path, monkeypatch):
+    from conformance.fuzz import parallel
+    from conformance.fuzz.runner import FuzzResult
+
+    def shard(names, examples, seed, profile, out, families, database):
+        finding = f"finding of shard {seed}"
+        return parallel._ShardResult(FuzzResult(names[0], names[1], examples, 1.0, seed,
+                                                profile, finding=finding, first_mismatch_at=3))
+
+    class InlinePool:
+        def __init__(self, **kwargs):
+            parallel._initialize(*kwargs["initargs"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args):
+            from concurrent.futures import Future
+            future = Future()
+            future.set_result(shard(*args))
+            return future
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", InlinePool)
+    result = parallel.fuzz_in_parallel("torch", "torch", jobs=2, examples=10, seed=5,
+                                       profile="ci", out=None)
+    assert result.programs == 10 and result.jobs == 2
+    assert {result.finding, *result.more_findings} == {"finding of shard 5", "finding of shard 6"}
+    assert "2 mismatches (first at program 3 of its shard)" in result.summary()
