@@ -1110,7 +1110,7 @@ def _index_forward(xp: Any, self: Any, indices: list[Any]) -> Any:
                    for i in range(len(common)))
         geometries.append(_Geometry((1,) * before + common + (1,) * (len(shape) - after),
                                     (0,) * before + st + (0,) * (len(shape) - after)))
-    return lay_out_in_order(xp, out, iteration_order(out.shape, geometries))
+    return lay_out_in_order(xp, out, iteration_order(out.shape, geometries), exact=True)
 
 
 INDEX = defop(

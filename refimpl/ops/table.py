@@ -60,6 +60,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy
+
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import anomaly_mode, forward_ad, grad_mode
@@ -476,13 +478,19 @@ def _lay_out(xp: Any, out: Any, inputs: Sequence[Any] | None) -> Any:
     return lay_out_in_order(xp, out, order)
 
 
-def lay_out_in_order(xp: Any, out: Any, order: Sequence[int]) -> Any:
-    """``out`` (a copy if needed) with its dims in memory in ``order``, outermost first."""
+def lay_out_in_order(xp: Any, out: Any, order: Sequence[int], exact: bool = False) -> Any:
+    """``out`` (a copy if needed) with its dims in memory in ``order``, outermost first.
+
+    ``exact``: size-1 dims get the strides the order gives them too, as a fresh PyTorch result
+    has them (NumPy's advanced indexing leaves other values there, which PyTorch's
+    column-major test in mm's backward would read)."""
     expected, step = [0] * out.ndim, out.dtype.itemsize
     for d in reversed(order):
         expected[d] = step
         step *= out.shape[d]
     if all(n == 1 or s == e for n, s, e in zip(out.shape, out.strides, expected, strict=True)):
+        if exact and tuple(expected) != out.strides and type(out) is numpy.ndarray:
+            return numpy.lib.stride_tricks.as_strided(out, out.shape, expected)
         return out
     dense = xp.ascontiguousarray(xp.transpose(out, order))
     inverse = [0] * len(order)
