@@ -135,6 +135,10 @@ class Tensor:
                  # An inference tensor: allocated in inference mode, or a view or detach() of
                  # one (refimpl.autograd.grad_mode).
                  "_inference",
+                 # An inference tensor that detach() or .data made outside inference mode: it
+                 # gets a version counter of its own, so in-place writes to it are allowed
+                 # (its views are inference tensors like any other).
+                 "_inference_versioned",
                  # register_post_accumulate_grad_hook's hooks (leaves only), run by the
                  # leaf's AccumulateGrad once it updated .grad.
                  "_post_accumulate_grad_hooks",
@@ -408,7 +412,8 @@ class Tensor:
         return self._vc
 
     def _bump_version(self) -> None:
-        if self._inference and not _grad_mode._state.inference:
+        if self._inference and not _grad_mode._state.inference and \
+                not self._inference_versioned:
             # PyTorch refuses when it bumps the version, after the kernel wrote: the values
             # change all the same.
             raise RuntimeError(INFERENCE_INPLACE)
@@ -447,7 +452,14 @@ class Tensor:
         out._vc = self._shared_version()
         out._zero = self._zero
         out._inference = self._inference
+        self._version_detached_inference(out)
         return out
+
+    def _version_detached_inference(self, out: Tensor) -> None:
+        # detach() and .data of an inference tensor, outside inference mode, come with a
+        # version counter: PyTorch lets them be written in place.
+        if self._inference and not _grad_mode._state.inference:
+            out._inference_versioned = True
 
     def detach_(self) -> Tensor:
         """Make this tensor a leaf that does not require grad; views refuse."""
@@ -468,6 +480,7 @@ class Tensor:
         out = wrap(self._data, self._device)
         out._zero = self._zero
         out._inference = self._inference
+        self._version_detached_inference(out)
         return out
 
     @data.setter
@@ -725,6 +738,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._output_nr = 0
     t._zero = False
     t._inference = _grad_mode._state.inference
+    t._inference_versioned = False
     t._post_accumulate_grad_hooks = None
     return t
 
