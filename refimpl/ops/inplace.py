@@ -188,8 +188,11 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
     out = row.forward(xp, *arrays, **all_params) if all_params else row.forward(xp, *arrays)
     # Only a floating or complex self can carry a gradient: copying a tensor that requires
     # grad into an integer one records nothing.
+    # An op whose tensors are all inference tensors runs below autograd (a detach() of one
+    # can be written outside inference mode): it records nothing either.
     needs_graph = recording and (self._requires_grad or any(o._requires_grad for o in others)) \
-        and self.dtype.kind in "fc"
+        and self.dtype.kind in "fc" \
+        and not (self._inference and all(o._inference for o in others))
     tangent = None
     if forward_ad.is_active() and (self._fw_grad is not None
                                    or any(o._fw_grad is not None for o in others)):
