@@ -80,7 +80,6 @@ def quiet(fn: _F) -> _F:
     return quiet_fn  # type: ignore[return-value]
 
 
-
 @quiet
 def _scalar_array_quietly(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
     try:
@@ -102,8 +101,8 @@ def scalar_array(xp: ModuleType, value: Any, np_dtype: Any) -> Any:
     range becomes inf or wraps, silently, as in PyTorch)."""
     # A Python float within a float type's range cannot warn: skip the error-state switch,
     # which costs more than the conversion (every ``tensor * 0.5`` comes here).
-    if type(value) is float and -_FLOAT_MAX.get(np_dtype, -1.0) <= value <= _FLOAT_MAX.get(
-            np_dtype, -1.0):
+    limit = _FLOAT_MAX.get(np_dtype)
+    if limit is not None and type(value) is float and -limit <= value <= limit:
         return xp.asarray(value, dtype=np_dtype)
     return _scalar_array_quietly(xp, value, np_dtype)
 

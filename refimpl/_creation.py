@@ -174,26 +174,26 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: _dtype.dtype | None = N
     return _finish(host, dtype, device, requires_grad)
 
 
+def _filled(op: str, size: Sequence[Any], value: int, dtype: _dtype.dtype | None, device: Any,
+            requires_grad: bool) -> Tensor:
+    dtype = dtype or _dtype.float32
+    return _finish(_backend.filled(_size(size, op), value, dtype), dtype, device, requires_grad)
+
+
 def ones(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    dtype = dtype or _dtype.float32
-    return _finish(_backend.filled(_size(size, "ones"), 1, dtype), dtype, device, requires_grad)
+    return _filled("ones", size, 1, dtype, device, requires_grad)
 
 
 def zeros(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
-    dtype = dtype or _dtype.float32
-    return _finish(_backend.filled(_size(size, "zeros"), 0, dtype), dtype, device,
-                   requires_grad)
+    return _filled("zeros", size, 0, dtype, device, requires_grad)
 
 
 def empty(*size: Any, dtype: _dtype.dtype | None = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` (zeros here; PyTorch leaves its values unset)."""
-    dtype = dtype or _dtype.float32
-    return _finish(_backend.filled(_size(size, "empty"), 0, dtype), dtype, device,
-                   requires_grad)
-
+    return _filled("empty", size, 0, dtype, device, requires_grad)
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: _dtype.dtype | None = None,

@@ -112,7 +112,8 @@ def _shard(names: tuple[str, str], examples: int, seed: int | None, profile: str
 
 
 class ShardError(RuntimeError):
-    """A shard could not start; the message says which engine, database or folder, and why."""
+    """A shard could not start (the message says which engine, database or folder, and why),
+    or its process died."""
 
 
 def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | None = None,
@@ -166,7 +167,7 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
     findings = [r.result for r in results if r.result.finding is not None]
     first = findings[0] if findings else None
     # The shards fuzz side by side from about the same moment: the longest one's time is the
-    # run's, each engine's start-up left out as in `fuzz` (the whole run is `elapsed`).
+    # run's, engine start-up left out as in `fuzz`.
     seconds = max((r.result.seconds for r in results), default=time.perf_counter() - start)
     return FuzzResult(
         reference, other, sum(r.result.programs for r in results), seconds, base,

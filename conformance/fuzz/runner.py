@@ -276,10 +276,7 @@ def _observe_on(compiled: CompiledProgram, engine: Engine | EngineWorkers
     # An engine in this process that hangs is interrupted (in the main thread) and reported
     # as a crash, as a worker that hangs is.
     with watchdog(PROGRAM_TIMEOUT_S):
-        records, crash = observe_safely(compiled, engine)
-    if crash is not None and crash.startswith(CaseTimeout.__name__):
-        crash = f"the engine did not finish the program in {PROGRAM_TIMEOUT_S:.0f} s (a hang)"
-    return records, crash
+        return observe_safely(compiled, engine)
 
 
 def observe_safely(compiled: CompiledProgram, engine: Engine
@@ -291,6 +288,9 @@ def observe_safely(compiled: CompiledProgram, engine: Engine
         # SystemExit or GeneratorExit from an engine would otherwise end the run with no word.
         if _is_the_users(exc):
             raise
+        if isinstance(exc, CaseTimeout):  # the watchdog of an engine in this process
+            return None, (f"the engine did not finish the program in {PROGRAM_TIMEOUT_S:.0f} s "
+                          "(a hang)")
         return None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-4)}"
 
 

@@ -914,8 +914,8 @@ def _sequence_as_tuple(key: Any) -> bool:
         return True
     if not isinstance(key, list) or len(key) >= 32:
         return False
-    return builtins.any(isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis
-               for k in key)
+    return builtins.any(isinstance(k, (Tensor, list, tuple, slice)) or k is None
+                        or k is Ellipsis for k in key)
 
 
 def _index_tensor(item: Any, device: _backend.device) -> Tensor:
