@@ -8,8 +8,8 @@ Each program is drawn by Hypothesis, compiled once, run on both engines with eve
 observation recorded after every step, and compared. With `--jobs N` (default: one per core)
 this is exactly `python -m conformance fuzz --jobs N`: N fuzzing loops side by side, each a
 process that loads both engines; the rate counts every program over the longest loop's time,
-engine start-up left out. With `--jobs 1` one loop runs in this process. The target (the refimpl issue's) is at
-least 250 programs per second on a 2-core machine. A mismatch does not stop the measurement
+engine start-up left out. With `--jobs 1` one loop runs in this process. The target (the
+refimpl issue's) is at least 250 programs per second on a 2-core machine. A mismatch does not stop the measurement
 from being printed, but it is reported (the figure then covers the programs run until it was
 found and shrunk).
 """
@@ -39,9 +39,13 @@ def main() -> int:
                                                         "one per core; 1: engines in-process)")
     args = parser.parse_args()
     names = args.engines.split(",")
-    prefer_single_thread()
     try:
         jobs = jobs_value(args.jobs)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    prefer_single_thread()
+    try:
         if jobs > 1:
             result = fuzz_in_parallel(names[0], names[1], jobs=jobs,
                                       examples=args.examples * jobs, seed=args.seed,
@@ -51,7 +55,7 @@ def main() -> int:
             # A short warm-up, so one-time costs (lazy imports, first kernels) are not measured.
             fuzz(reference, other, examples=20, seed=args.seed + 1, out=None)
             result = fuzz(reference, other, examples=args.examples, seed=args.seed, out=None)
-    except (EngineError, FuzzSetupError, ShardError, IndexError, ValueError) as exc:
+    except (EngineError, FuzzSetupError, ShardError, IndexError) as exc:
         print(f"error: {exc} (use --engines REFERENCE,OTHER)", file=sys.stderr)
         return 2
     verdict = "meets" if result.rate >= TARGET else "misses"
