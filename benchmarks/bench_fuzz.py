@@ -9,9 +9,9 @@ observation recorded after every step, and compared. With `--jobs N` (default: o
 this is exactly `python -m conformance fuzz --jobs N`: N fuzzing loops side by side, each a
 process that loads both engines; the rate counts every program over the longest loop's time,
 engine start-up left out. With `--jobs 1` one loop runs in this process. The target (the
-refimpl issue's) is at least 250 programs per second on a 2-core machine. A mismatch does not stop the measurement
-from being printed, but it is reported (the figure then covers the programs run until it was
-found and shrunk).
+refimpl issue's) is at least 250 programs per second on a 2-core machine. A mismatch does not
+stop the measurement from being printed, but it is reported (the figure then covers the
+programs run until it was found and shrunk).
 """
 
 from __future__ import annotations
