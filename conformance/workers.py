@@ -272,6 +272,11 @@ class EngineWorkers:
             raise Aborted(case.id)
         self._future = future = self._pool.schedule(_run, args=(case, seed, timeout),
                                                     timeout=limit)
+        if self._aborted:
+            # abort() ran between the check above and publishing the future, so it could not
+            # cancel this one: cancel it here, or the run waits out the case's whole timeout.
+            future.cancel()
+            raise Aborted(case.id)
         try:
             outcome = future.result()
         except BaseException as exc:
