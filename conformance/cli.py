@@ -35,6 +35,7 @@ from conformance.reports import (
     failure_text,
     running_placeholder,
     summary_table,
+    terminal_text,
     write_atomic,
     write_reports,
 )
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.command == "list":
         for case in cases:
-            print(f"{case.id}\t{case.rule}")
+            print(terminal_text(f"{case.id}\t{case.rule}"))
         return 0
     if args.command == "show":
         return _show(args.id, loaded.cases)
@@ -143,7 +144,7 @@ def _load(paths: Sequence[Path], spec: Path) -> LoadResult | None:
     result = load(paths, SpecResources.load(spec))
     if result.problems:
         for problem in result.problems:
-            print(problem, file=sys.stderr)
+            _error(str(problem))
         print(f"{len(result.problems)} problem(s) in the case files; nothing was run",
               file=sys.stderr)
         return None
@@ -157,7 +158,7 @@ def _lint(args: argparse.Namespace) -> int:
     result = load(args.paths, SpecResources.load(args.spec, texts_dir=args.sources,
                                                   docstrings=args.docstrings))
     for problem in result.problems:
-        print(problem)
+        print(terminal_text(str(problem)))
     quotes = "quotes checked against the texts" if args.sources else \
         "quotes not checked against the texts (use --sources DIR)"
     if args.docstrings:
@@ -174,7 +175,7 @@ def _show(case_id: str, cases: Sequence[Case]) -> int:
             lines = Path(case.file).read_text(encoding="utf-8").splitlines()
             end = min(later) - 1 if later else len(lines)
             text = "\n".join(lines[case.line - 1:end]).rstrip()
-            print(f"# {case.file}:{case.line}\n{text}")
+            print(terminal_text(f"# {case.file}:{case.line}\n{text}"))
             return 0
     print(f"no case with id {case_id!r} (see `python -m conformance list`)", file=sys.stderr)
     return 1
@@ -203,8 +204,7 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
             for kind, path in outputs:
                 write_atomic(path, running_placeholder(kind))
         except OSError as exc:
-            print(f"error: cannot write the report {exc.filename}: {exc.strerror}",
-                  file=sys.stderr)
+            _error(f"error: cannot write the report {exc.filename}: {exc.strerror}")
             return 2
         try:
             status, report = _run_engines(args, cases, all_ids, specs)
@@ -243,21 +243,21 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
     try:
         workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec)
     except (EngineError, WorkerStartError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 2, None
     try:
         unavailable = [w.engine for w in workers if not w.engine.available]
         if unavailable and not args.allow_unavailable:
             for engine in unavailable:
-                print(f"error: engine {engine.spec!r} cannot run here: "
-                      f"{engine.unavailable_reason} (--allow-unavailable reports its cases as "
-                      "unsupported instead)", file=sys.stderr)
+                _error(f"error: engine {engine.spec!r} cannot run here: "
+                       f"{engine.unavailable_reason} (--allow-unavailable reports its cases as "
+                       "unsupported instead)")
             return 2, None
         overrides = _expectation_overrides(args.expectations, workers)
         report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
                            all_case_ids=all_ids, level=args.level)
     except (EngineError, ExpectationsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 2, None
     finally:
         for worker in workers:
@@ -309,6 +309,11 @@ def _expectation_overrides(items: Sequence[str], workers: Sequence[EngineWorkers
             raise EngineError(f"--expectations {item!r}: no such file {path}")
         overrides[names[key]] = Path(path)
     return overrides
+
+
+def _error(text: str) -> None:
+    """Print to stderr text that may hold an engine's or a case file's words."""
+    print(terminal_text(text), file=sys.stderr)
 
 
 @contextlib.contextmanager

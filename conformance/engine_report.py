@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.reports import markdown_code, markdown_text, terminal_text, write_atomic
 
 DEFAULT_OUT = Path("reports") / "engines"
 BUG = "BUG:"
@@ -43,20 +44,18 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load([DEFAULT_SPEC_DIR / "cases"], SpecResources.load(DEFAULT_SPEC_DIR))
     if loaded.problems:
-        print("\n".join(map(str, loaded.problems)), file=sys.stderr)
+        print(terminal_text("\n".join(map(str, loaded.problems))), file=sys.stderr)
         return 1
     try:
         workers = start_engines(args.engines)
     except (EngineError, WorkerStartError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(terminal_text(f"error: {exc}"), file=sys.stderr)
         return 2
     try:
         report = run_suite(loaded.cases, workers, level="full")
     finally:
         for engine in workers:
             engine.close()
-    from conformance.reports import write_atomic
-
     rules = {case.id: case.rule for case in loaded.cases}
     for run_ in report.runs:
         path = args.out / f"{run_.engine.name}.md"
@@ -72,11 +71,14 @@ def render(run: Any, rules: dict[str, str]) -> str:
     engine = run.engine
     full, semantic = run.summary(level="full"), run.summary(level="semantics")
     lines = [
-        f"# {engine.name} {engine.version} against the autograd conformance suite",
+        f"# {markdown_text(engine.name)} {markdown_text(str(engine.version))} against the "
+        "autograd conformance suite",
         "",
-        f"Suite {__version__}, {len(run.results)} cases, engine on {engine.device}; message "
-        f"strictness `{engine.message_strictness}`. Regenerate with `python -m conformance "
-        f"engine-report {engine.spec or engine.name}`.",
+        f"Suite {__version__}, {len(run.results)} cases, engine on "
+        f"{markdown_text(str(engine.device))}; message strictness "
+        f"{markdown_code(str(engine.message_strictness), in_table=False)}. Regenerate with "
+        + markdown_code(f"python -m conformance engine-report {engine.spec or engine.name}",
+                        in_table=False) + ".",
         "",
         "| level | passed | failed | error | unsupported | xfail |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -94,7 +96,8 @@ def render(run: Any, rules: dict[str, str]) -> str:
         lines += ["Wrong values, lost state or crashes, each with a repro in the engine's own "
                   "API:", ""]
         for result in bugs:
-            lines.append(f"- **`{result.case_id}`** ({_text(rules.get(result.case_id, ''))}): "
+            lines.append(f"- **{markdown_code(result.case_id, in_table=False)}** "
+                         f"({_text(rules.get(result.case_id, ''))}): "
                          f"{_text(result.reason[len(BUG):].strip())}")
     else:
         lines.append("None listed.")
@@ -113,14 +116,21 @@ def render(run: Any, rules: dict[str, str]) -> str:
             "Differences of PyTorch's surface only"
         lines += ["", f"## {title}", "", "| cases | what the engine does | e.g. |",
                   "| ---: | --- | --- |"]
-        lines += [f"| {len(ids)} | {_text(reason)} | `{ids[0]}` |" for reason, ids in groups]
+        lines += [f"| {len(ids)} | {_text(reason)} | {markdown_code(ids[0])} |"
+                  for reason, ids in groups]
     failing = [r for r in run.results if r.verdict in ("failed", "error")]
     if failing:
         lines += ["", "## Not yet in the expectations file", ""]
-        lines += [f"- `{r.case_id}`: {r.verdict}: {_text(r.message.splitlines()[0])}"
-                  for r in failing]
+        # The engine's own words: every character that Markdown or HTML would read is escaped.
+        lines += [f"- {markdown_code(r.case_id, in_table=False)}: {r.verdict}: "
+                  f"{markdown_text((r.message.splitlines() or [''])[0])}" for r in failing]
     return "\n".join(lines) + "\n"
 
 
 def _text(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """Reasons and rules, written by the engine's maintainers and the suite's authors: their
+    Markdown (a code span, `0.1 * w.grad`) is kept, but not HTML (`<Op>GradNode` would vanish
+    as a tag) nor anything that would break the table or the line."""
+    text = " ".join(terminal_text(text).split())
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
+        .replace("|", "\\|")

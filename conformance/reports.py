@@ -5,7 +5,10 @@ never leaves half a report behind, with the permissions of any file the user cre
 run starts, each report file is replaced by a placeholder that says the run is in progress
 (`running_placeholder`), so an earlier run's report never looks like this one's. A run that was
 interrupted writes what it has, marked `interrupted`. Text from engines and case files is made
-safe for each format: no control characters in XML, no lone surrogates anywhere.
+safe for each format: no lone surrogates anywhere; no character that drives a terminal or
+reorders text (control characters, line separators, bidi overrides) in what is printed, nor in
+XML, HTML or Markdown; in Markdown, a fence longer than any backtick run of the text it holds
+and every other character Markdown or HTML would read as markup escaped.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ from conformance.suite import SuiteReport, suite_info
 
 COLUMNS = ("passed", "failed", "error", "unsupported", "xfail")
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+# What a terminal obeys instead of showing (C0 but newline and tab, DEL, C1 with its 8-bit CSI
+# and NEL), what breaks a line where a reader does not expect it (U+2028, U+2029) and what
+# reorders the text shown after it (bidi marks, embeddings, overrides and isolates).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                     "\u202a-\u202e\u2066-\u2069]")
+# Markdown reads these as markup: emphasis, code, links, tables, strikethrough, headings, and
+# `_` only at a word's edge (inside a word, as in is_leaf, it is text and stays readable).
+_MARKDOWN = re.compile(r"[\\`*\[\]|~#]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -37,8 +48,53 @@ def safe_text(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def terminal_text(text: str) -> str:
+    """`text` safe to print: every character a terminal would obey rather than show (an
+    escape sequence that clears the screen or sets the title, a carriage return that hides
+    what came before it, a bidi override) written as a visible escape such as `\\x1b`;
+    newlines and tabs stay."""
+    return _UNSAFE.sub(_visible, safe_text(text))
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def markdown_text(text: str) -> str:
+    """`text` as literal Markdown inline text, on one line: no character of it can open a
+    block, a code span, a link, emphasis, a table cell or an HTML tag."""
+    text = " ".join(terminal_text(text).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN.sub(lambda m: "\\" + m.group(), text)
+
+
+def markdown_code(text: str, in_table: bool = True) -> str:
+    """`text` as a Markdown code span on one line, delimited by more backticks than any run of
+    them inside it. In a table cell `|` is still escaped: GFM splits cells before it reads
+    code spans."""
+    text = " ".join(terminal_text(text).split())
+    if in_table:
+        text = text.replace("|", "\\|")
+    ticks = "`" * (_longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def markdown_fence(text: str, info: str = "text") -> list[str]:
+    """`text` as the lines of a fenced code block whose fence is longer than any backtick run
+    in it, so no line of the text can close the block."""
+    fence = "`" * max(3, _longest_run(text, "`") + 1)
+    return [fence + info, *terminal_text(text).splitlines(), fence]
+
+
+def _longest_run(text: str, char: str) -> int:
+    runs = re.findall(f"{re.escape(char)}+", text)
+    return max((len(run) for run in runs), default=0)
+
+
 def _xml_text(text: str) -> str:
-    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", safe_text(text))
+    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", terminal_text(text))
 
 
 def running_placeholder(kind: str) -> str:
@@ -69,10 +125,11 @@ def summary_table(report: SuiteReport) -> str:
     for topic in report.topics():
         for run in report.runs:
             counts = run.summary(topic)
-            rows.append((topic, run.engine.name, *(str(counts[c]) for c in columns)))
+            rows.append((terminal_text(topic), terminal_text(run.engine.name),
+                         *(str(counts[c]) for c in columns)))
     for run in report.runs:
         counts = run.summary()
-        rows.append(("TOTAL", run.engine.name, *(str(counts[c]) for c in columns)))
+        rows.append(("TOTAL", terminal_text(run.engine.name), *(str(counts[c]) for c in columns)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
@@ -93,11 +150,12 @@ def summary_table(report: SuiteReport) -> str:
             lines.append(f"  stale expectation in {run.expectations_source}:{entry.line}: "
                          f"{entry.prefix} matches no case")
     lines.append(f"{len(report.cases)} cases, wall time {report.wall_s:.2f} s")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def failure_text(result: Any) -> str:
-    """A failure as a person reads it: case, step, snippet, expected against actual."""
+    """A failure as a person reads it: case, step, snippet, expected against actual (safe to
+    print: see `terminal_text`)."""
     lines = [f"{result.case_id} [{result.engine}]: {result.verdict}"]
     if result.step is not None:
         lines.append(f"  step {result.step}:")
@@ -112,7 +170,7 @@ def failure_text(result: Any) -> str:
     if len(checks) > 1:
         lines.append("  every failed check:")
         lines += [f"    step {c.step} [{c.level}] {c.message}" for c in checks]
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def to_json(report: SuiteReport) -> dict[str, Any]:
@@ -185,7 +243,9 @@ def to_markdown(report: SuiteReport) -> str:
     ]
     for run in report.runs:
         counts = run.summary()
-        lines.append(f"| {run.engine.name} | {run.engine.version} | {run.engine.device} | "
+        lines.append(f"| {markdown_text(run.engine.name)} | "
+                     f"{markdown_text(str(run.engine.version))} | "
+                     f"{markdown_text(str(run.engine.device))} | "
                      + " | ".join(str(counts[c]) for c in columns) + " |")
     lines += ["", "## Both levels", "",
               "`full` holds an engine to PyTorch's surface too (node names, messages, repr, "
@@ -194,38 +254,40 @@ def to_markdown(report: SuiteReport) -> str:
               "| failed |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for run in report.runs:
         full, semantic = run.summary(level="full"), run.summary(level="semantics")
-        lines.append(f"| {run.engine.name} | {run.level} | {full['passed']} | {full['failed']} "
+        lines.append(f"| {markdown_text(run.engine.name)} | {run.level} | {full['passed']} "
+                     f"| {full['failed']} "
                      f"| {semantic['passed']} | {semantic['failed']} |")
     for run in report.runs:
         causes = by_cause(_at_level(run))
         if causes:
-            lines += ["", f"## What to fix first: {run.engine.name}", "",
+            lines += ["", f"## What to fix first: {markdown_text(run.engine.name)}", "",
                       "| level | cases | cause | e.g. |", "| --- | ---: | --- | --- |"]
-            lines += [f"| {c.level} | {c.count} | {_cell(c.text)} | `{c.case_ids[0]}` |"
-                      for c in causes]
+            lines += [f"| {c.level} | {c.count} | {markdown_text(c.text)} | "
+                      f"{markdown_code(c.case_ids[0])} |" for c in causes]
     for run in report.runs:
         reasons: dict[str, list[str]] = {}
         for result in run.results:
             if result.verdict_at(run.level) == "xfail":
                 reasons.setdefault(result.reason or "", []).append(result.case_id)
         if reasons:
-            lines += ["", f"## Expected divergences: {run.engine.name}", "",
+            lines += ["", f"## Expected divergences: {markdown_text(run.engine.name)}", "",
                       "| cases | reason | e.g. |", "| ---: | --- | --- |"]
-            lines += [f"| {len(ids)} | {_cell(reason)} | `{ids[0]}` |"
+            lines += [f"| {len(ids)} | {markdown_text(reason)} | {markdown_code(ids[0])} |"
                       for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1]))]
     lines += ["", "## By topic", "", "| topic | engine | " + " | ".join(columns) + " |",
               "| --- | --- | " + " | ".join("---:" for _ in columns) + " |"]
     for topic in report.topics():
         for run in report.runs:
             counts = run.summary(topic)
-            lines.append(f"| {topic} | {run.engine.name} | "
+            lines.append(f"| {markdown_text(topic)} | {markdown_text(run.engine.name)} | "
                          + " | ".join(str(counts[c]) for c in columns) + " |")
     bad = [r for run in report.runs for r in _at_level(run)]
     if bad:
         lines += ["", "## Failures", ""]
         for result in bad:
-            lines += [f"### `{result.case_id}` on {result.engine}", "", "```text",
-                      failure_text(result), "```", ""]
+            lines += [f"### {markdown_code(result.case_id, in_table=False)} on "
+                      f"{markdown_text(result.engine)}", "",
+                      *markdown_fence(failure_text(result)), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -243,7 +305,9 @@ def to_html(report: SuiteReport) -> str:
     """One self-contained HTML file (no server, no script): totals at both levels, what to
     fix first, a topic by engine matrix, and each failure expandable to its checks, snippet,
     expected, actual and repro script."""
-    e = html.escape
+    def e(text: str) -> str:
+        return html.escape(terminal_text(text))
+
     info = suite_info()
     out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
            "<title>Conformance report</title>", f"<style>{_CSS}</style></head><body>",
@@ -308,10 +372,6 @@ def to_html(report: SuiteReport) -> str:
 def _at_level(run: Any) -> list[Any]:
     """The run's failed and errored results at its level."""
     return [r for r in run.results if r.verdict_at(run.level) in ("failed", "error")]
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def write_atomic(path: Path, text: str) -> None:
