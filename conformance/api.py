@@ -71,6 +71,50 @@ ALLOWED_NODES = frozenset({
 })
 
 
+# Case text is parsed, walked and compiled by code that recurses (`ast.parse` itself, the
+# feature scan, `ast.unparse`, `compile`): a 100,000-term sum or a run of 100,000 unary minus
+# signs overflows the stack or the parser. No case needs anything near these bounds.
+MAX_SNIPPET = 20_000
+"""Characters in one `run` snippet."""
+MAX_EXPRESSION = 2_000
+"""Characters in one `expect` key or `{np: ...}` expression."""
+MAX_NESTING = 100
+"""Levels of the syntax tree of one snippet or expression."""
+TOO_COMPLEX = "expression too deeply nested or too long"
+
+
+class TooComplex(ValueError):
+    """Case text past `MAX_SNIPPET`/`MAX_EXPRESSION` characters or `MAX_NESTING` levels."""
+
+
+def parse(source: str, mode: str = "exec") -> ast.AST:
+    """`ast.parse` for case text, within the bounds above: raises `SyntaxError` for text that
+    is not Python and `TooComplex` for text too long or too deeply nested to handle."""
+    limit = MAX_SNIPPET if mode == "exec" else MAX_EXPRESSION
+    if len(source) > limit:
+        raise TooComplex(f"{TOO_COMPLEX}: {len(source)} characters (at most {limit})")
+    try:
+        tree = ast.parse(source, mode=mode)
+    except (RecursionError, MemoryError):
+        # The parser's own limits: deep nesting overflows its stack (MemoryError in CPython's
+        # parser) or the building of the tree (RecursionError).
+        raise TooComplex(f"{TOO_COMPLEX} (at most {MAX_NESTING} levels)") from None
+    if nesting(tree) > MAX_NESTING:
+        raise TooComplex(f"{TOO_COMPLEX} (at most {MAX_NESTING} levels)")
+    return tree
+
+
+def nesting(tree: ast.AST) -> int:
+    """The depth of a syntax tree, measured without recursion (any depth is safe)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 class ApiFormatError(ValueError):
     """`spec/api.yaml` is malformed; the message says which section and what to fix."""
 
@@ -140,9 +184,11 @@ class Problem:
 def check_snippet(source: str, api: Api, defined: set[str]) -> list[Problem]:
     """Check a step's `run` text; names it binds are added to `defined` (in order)."""
     try:
-        tree = ast.parse(source, mode="exec")
+        tree = parse(source, "exec")
     except SyntaxError as exc:
         return [Problem(exc.lineno or 1, f"syntax error: {exc.msg}")]
+    except TooComplex as exc:
+        return [Problem(1, str(exc))]
     checker = _Checker(api)
     for stmt in tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
@@ -160,9 +206,11 @@ def check_snippet(source: str, api: Api, defined: set[str]) -> list[Problem]:
 def check_expression(source: str, api: Api, defined: set[str]) -> list[Problem]:
     """Check an observation expression (an `expect` key)."""
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = parse(source, "eval")
     except SyntaxError as exc:
         return [Problem(1, f"expect key is not a Python expression: {exc.msg}")]
+    except TooComplex as exc:
+        return [Problem(1, str(exc))]
     checker = _Checker(api)
     checker.check(tree, defined | _bound(tree))
     return checker.problems

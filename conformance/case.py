@@ -13,7 +13,10 @@ memory) share one constructor::
     ('leaf', 1)
 
 `Case.from_dict` raises `CaseFormatError` (with every problem found, each with the line when
-the dict came from the loader) for a dict that is not a valid case.
+the dict came from the loader) for a dict that is not a valid case, and for case text that is
+too long or too deeply nested to parse safely (`conformance.api.parse`): a case built in memory
+is held to the same bounds as one read from a file, so nothing that runs it meets text that
+overflows the stack.
 """
 
 from __future__ import annotations
@@ -25,11 +28,17 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from conformance.api import TooComplex, parse
+
 ID_PATTERN = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
 STAGES = ("forward", "backward", "attribute")
 CASE_KEYS = {"id", "rule", "sources", "errata", "features", "steps", "seed"}
 STEP_KEYS = {"run", "expect", "raises", "warns"}
 RAISES_KEYS = {"type", "stage", "message", "messages"}
+# An expected value is data, walked by code that recurses (comparisons, the feature scan); a
+# dict built in memory may nest without end, share one list many times over or contain itself.
+MAX_VALUE_NESTING = 32
+MAX_VALUE_ITEMS = 1_000_000
 
 
 class CaseFormatError(ValueError):
@@ -287,15 +296,42 @@ class _Parser:
                         continue
                     expect.append((key, value))
                     expect_lines.append(line_of(mapping, key))
+                    self.bounded_expectation(mapping, key, where)
         raises = self.raises(node, where) if "raises" in node else None
         warns = self.warns(node, where)
         if run is None:
+            return None
+        if not self.bounded(run, "exec", value_line(node, "run"), f"{where}: run"):
             return None
         return Step(
             run=run, expect=tuple(expect), raises=raises, warns=tuple(warns),
             line=line_of(node), run_line=value_line(node, "run"),
             expect_lines=tuple(expect_lines),
         )
+
+    def bounded(self, source: str, mode: str, line: int | None, where: str) -> bool:
+        """Whether `source` is within the bounds of `conformance.api.parse`. Syntax errors are
+        left to the API check, which says what is wrong with the text."""
+        try:
+            parse(source, mode)
+        except SyntaxError:
+            return True
+        except TooComplex as exc:
+            self.problem(line, f"{where}: {exc}")
+            return False
+        return True
+
+    def bounded_expectation(self, mapping: Mapping[str, Any], key: str, where: str) -> None:
+        line = line_of(mapping, key)
+        label = f"{where}: expect {_short(key)}"
+        self.bounded(key, "eval", line, label)
+        nps, problem = _walk_value(mapping[key])
+        if problem is not None:
+            self.problem(line, f"{label}: {problem}")
+            return
+        for holder, source in nps:
+            if isinstance(source, str):
+                self.bounded(source, "eval", line_of(holder, "np") or line, f"{label}: np")
 
     def raises(self, node: Mapping[str, Any], where: str) -> Raises | None:
         spec = node["raises"]
@@ -347,3 +383,31 @@ class _Parser:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _short(text: str) -> str:
+    """A key as a message quotes it: whole when short, its start and length when not."""
+    if len(text) <= 40:
+        return repr(text)
+    return f"{text[:30]!r}... ({len(text)} characters)"
+
+
+def _walk_value(value: Any) -> tuple[list[tuple[Mapping[str, Any], Any]], str | None]:
+    """The `{np: ...}` mappings inside an expected value, and why the value is refused (too
+    deep, too many items, or containing itself), found without recursion."""
+    nps: list[tuple[Mapping[str, Any], Any]] = []
+    stack = [(value, 1)]
+    items = 0
+    while stack:
+        item, depth = stack.pop()
+        items += 1
+        if depth > MAX_VALUE_NESTING or items > MAX_VALUE_ITEMS:
+            return nps, (f"expected value too deeply nested or too large (at most "
+                         f"{MAX_VALUE_NESTING} levels and {MAX_VALUE_ITEMS} items)")
+        if isinstance(item, Mapping):
+            if "np" in item:
+                nps.append((item, item["np"]))
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, depth + 1) for child in item)
+    return nps, None

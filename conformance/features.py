@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.api import TooComplex, parse
 from conformance.case import Case
 
 ATTRIBUTES = {
@@ -104,8 +105,8 @@ class _Scan(ast.NodeVisitor):
 
     def scan(self, source: str, base: int) -> None:
         try:
-            tree = ast.parse(source)
-        except SyntaxError:
+            tree = parse(source)
+        except (SyntaxError, TooComplex):
             return  # The API check reports it.
         self.base = base
         self.writes = []

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from conformance.api import Api, ApiFormatError, check_expression, check_snippet
+from conformance.api import TOO_COMPLEX, Api, ApiFormatError, check_expression, check_snippet
 from conformance.case import Case, CaseFormatError, line_of
 from conformance.features import undeclared
 from conformance.sandbox import check_np, np_expressions
@@ -326,7 +326,13 @@ def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None 
         except CaseFormatError as exc:
             problems += [Problem(name, at or line, msg) for at, msg in exc.problems]
             continue
-        problems += _check_case(case, path.stem, resources, seen, name)
+        try:
+            problems += _check_case(case, path.stem, resources, seen, name)
+        except (RecursionError, MemoryError):
+            # `Case.from_dict` bounds what the checks parse and walk; should a form of text
+            # still slip past those bounds, it is this case's problem, not a crash of lint.
+            problems.append(Problem(name, line, f"case {case.id}: {TOO_COMPLEX}"))
+            continue
         if resources.api is not None:
             case = dataclasses.replace(case, builtins=resources.api.globals)
         cases.append(case)

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from conformance.api import TooComplex, parse
+
 # NumPy as an `{np: ...}` expectation sees it: numbers, array construction and elementwise or
 # reducing maths. Nothing that reads or writes files, evaluates strings or reaches objects.
 NP_MEMBERS = frozenset({
@@ -63,9 +65,11 @@ def check_np(source: Any, names: Iterable[str] | None = None) -> list[str]:
     if not isinstance(source, str):
         return ["'np' must be a NumPy expression string"]
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = parse(source, "eval")
     except SyntaxError as exc:
         return [f"'np' is not a Python expression: {exc.msg}"]
+    except TooComplex as exc:
+        return [f"'np': {exc}"]
     problems = []
     for node in ast.walk(tree):
         if type(node) not in NP_NODES:
