@@ -36,6 +36,14 @@ DEFAULT_SPEC_DIR = (PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec" / "cases").is_
                     else REPO_ROOT / "spec")
 
 
+# Classes a step may not name in `raises` or `warns`: bases that PyTorch never raises or emits
+# as such, which an expected type matches along with every class below them (an engine's own
+# error derived from Exception would meet `raises: {type: Exception}`). Python's abstract
+# bases of errors are refused; OSError is not: Python raises it as such (a failed system call).
+ABSTRACT_ERRORS = frozenset({"BaseException", "Exception", "ArithmeticError", "LookupError",
+                             "BufferError", "Warning"})
+ABSTRACT_WARNINGS = frozenset({"BaseException", "Exception", "Warning"})
+
 # Case files are untrusted input: these bound what reading one may cost.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 40
@@ -392,6 +400,9 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
         elif source.doc in resources.texts and collapse(source.quote) not in \
                 resources.texts[source.doc]:
             add(source.line, f"quote not found in {source.doc}: {source.quote[:60]!r}")
+    for index, step in enumerate(case.steps):
+        for at, message in _abstract_types(step, _raw_step(case, index)):
+            add(at or step.line, f"step {index}: {message}")
     if resources.api is not None:
         defined: set[str] = set()
         for index, step in enumerate(case.steps):
@@ -406,3 +417,32 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
                     for message in check_np(source, defined):
                         add(line_of(holder, "np"), f"step {index}: expect {key!r}: {message}")
     return problems
+
+
+def _raw_step(case: Case, index: int) -> Mapping[str, Any]:
+    """The step as the file holds it (for its lines); empty for a case made in memory."""
+    steps = case.raw.get("steps") if isinstance(case.raw, Mapping) else None
+    if isinstance(steps, list) and index < len(steps) and isinstance(steps[index], Mapping):
+        return steps[index]
+    return {}
+
+
+def _abstract_types(step: Any, raw: Mapping[str, Any]) -> list[tuple[int | None, str]]:
+    """`raises` and `warns` entries naming a base class that would match far more than the
+    one class PyTorch raises or emits."""
+    found: list[tuple[int | None, str]] = []
+    if step.raises is not None and step.raises.type in ABSTRACT_ERRORS:
+        found.append((line_of(raw.get("raises"), "type"),
+                      f"raises type '{step.raises.type}' is a base class that matches errors "
+                      "of many kinds: name the class PyTorch 2.13 raises (RuntimeError, "
+                      "TypeError, IndexError, ...)"))
+    raw_warns = raw.get("warns")
+    for position, warn in enumerate(step.warns):
+        if warn.type in ABSTRACT_WARNINGS:
+            entry = raw_warns[position] if isinstance(raw_warns, list) \
+                and position < len(raw_warns) else None
+            found.append((line_of(entry, "type"),
+                          f"warns type '{warn.type}' is a base class that matches every "
+                          "warning: name the category PyTorch 2.13 emits (UserWarning, "
+                          "FutureWarning, ...)"))
+    return found
