@@ -4,6 +4,12 @@ The script imports the engine's own module (`import torch`, `import refimpl as t
 `torch.rand`/`randn` data from the same NumPy generator the runner uses, runs every step and
 prints each observation next to its expected value, so the failure can be studied without the
 runner. (`nn` modules keep the engine's own initial parameters in the script.)
+
+No text of the case is ever source code of the script: each step's snippet and each
+observation is a string literal (`repr`), compiled and run by the script itself, so a character
+that ends a line for one reader and not for another (U+2028, a form feed, a lone carriage
+return) cannot turn part of a comment into a statement. The snippet is shown above its step
+as comments, every character that is not printable written as an escape.
 """
 
 from __future__ import annotations
@@ -82,6 +88,20 @@ torch.manual_seed = _manual_seed
 '''
 
 
+RUNNERS = '''
+
+def _step(source, where):
+    # The snippet runs from a string, so nothing in it can be a statement of this script.
+    linecache.cache[where] = (len(source), None, source.splitlines(True), where)
+    exec(compile(source, where, "exec"), globals())
+
+
+def _observe(key, where, expected):
+    observed = eval(compile(key, f"{where[:-1]} expect>", "eval"), globals())
+    print(key, "=", repr(observed), "| expected:", expected)
+'''
+
+
 def repro_script(case: Case, engine: Engine, seed: int | None = None,
                  last_step: int | None = None) -> str:
     """The script for `case` on `engine`, running steps up to `last_step` (all when None)."""
@@ -91,6 +111,7 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         f"# Repro: case {_comment(case.id)} on engine {_comment(engine.name)} "
         f"{_comment(str(engine.version))} (seed {int(seed)}).",
         f"# Rule: {_comment(case.rule)}",
+        "import linecache",
         "import warnings",
         "",
         "import numpy as np",
@@ -102,24 +123,42 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         # A torch-like module imported on its own: the script draws the runner's numbers and
         # defines the helpers itself. An adapter's prelude brings both from the adapter.
         lines += [RANDOM.rstrip(), HELPERS.rstrip()]
-    lines += ["", 'warnings.simplefilter("always")']
+    lines += ["", 'warnings.simplefilter("always")', RUNNERS.rstrip()]
     for index, step in enumerate(steps):
+        where = f"<{case.id} step {index}>"
         lines += ["", f"# step {index}"]
+        lines += [f"#     {_comment_line(line)}".rstrip() for line in step.run.rstrip().split("\n")]
+        run = f"_step({_literal(step.run)}, {_literal(where)})"
         if step.raises is not None:
-            lines += ["try:"] + ["    " + line for line in step.run.rstrip().splitlines()]
             lines += [
+                "try:",
+                f"    {run}",
                 "except Exception as error:",
                 f'    print("step {index} raised", type(error).__name__, "-", error)',
                 "else:",
-                f'    print("step {index} raised nothing; expected", {step.raises.type!r})',
+                f'    print("step {index} raised nothing; expected", {_literal(step.raises.type)})',
             ]
         else:
-            lines += step.run.rstrip().splitlines()
+            lines.append(run)
         for warn in step.warns:
             lines.append(f"# expects warning {_comment(warn.type)}: {_comment(str(warn.message))}")
         for key, expected in step.expect:
-            lines.append(f"print({key!r}, '=', repr({key}), '| expected:', {expected!r})")
+            lines.append(f"_observe({_literal(key)}, {_literal(where)}, "
+                         f"{_literal(repr(expected))})")
     return "\n".join(lines) + "\n"
+
+
+def _literal(text: str) -> str:
+    """A Python string literal of `text` on one line, whatever `text` is (a subclass of `str`
+    cannot bring a `__repr__` of its own)."""
+    return str.__repr__(str.__str__(text))
+
+
+def _comment_line(line: str) -> str:
+    """One line of a snippet inside a `#` comment: indentation kept, every character that is
+    not printable written as an escape."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in line)
 
 
 def _comment(text: str) -> str:
