@@ -36,6 +36,7 @@ from conformance.case import Case, Raises, Step, Warn
 from conformance.compare import NoValues, Unreadable, compare, describe, helpers
 from conformance.engines.base import Engine
 from conformance.expectations import Entry, Expectations
+from conformance.refusals import Raised, class_problem, refusal_problem
 from conformance.sandbox import case_builtins
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
@@ -45,9 +46,6 @@ shapes, dtypes, flags, which step raises or warns); `full` adds PyTorch's surfac
 graph text, exception class and stage, message and warning text, repr, object identity)."""
 DEFAULT_TIMEOUT = 10.0
 TRIGGERED = re.compile(r"\s*\(Triggered internally at .*\)\s*\Z", re.DOTALL)
-FLAG_METHODS = {"requires_grad_", "retain_grad", "detach_"}
-# Operators compute (forward) even in a statement without calls: `z = x * 2`, `v = x[0]`.
-OPERATORS = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript, ast.AugAssign)
 
 
 @dataclass
@@ -179,12 +177,16 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
     checks: list[Check] = []
     try:
         with watchdog(timeout):
+            namespace: dict[str, Any] = {}
             try:
                 engine.reset()
                 namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins)
                 for index, step in enumerate(case.steps):
                     _run_step(case, index, step, engine, namespace, checks)
             finally:
+                # Dropping the case's objects closes what it left suspended (a generator
+                # inside a `with` block) before the engine's state is restored.
+                namespace.clear()
                 engine.reset()
     except CaseTimeout:
         return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
@@ -259,51 +261,62 @@ def _run_step(case: Case, index: int, step: Step, engine: Engine,
 
 
 def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: dict[str, Any]
-                   ) -> tuple[tuple[Exception, ast.stmt] | None, list[warnings.WarningMessage]]:
+                   ) -> tuple[Raised | None, list[warnings.WarningMessage]]:
     """Execute compiled statements in order until one raises, recording every warning.
 
-    Returns the exception with the statement that raised it (None when all ran) and the
-    warnings caught. The fuzzer calls this too, with code compiled once for both engines.
+    Returns what was raised, with the statement that raised it and where (None when all ran),
+    and the warnings caught. The fuzzer calls this too, with code compiled once for both
+    engines.
     """
-    raised: tuple[Exception, ast.stmt] | None = None
+    raised: Raised | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for statement, code in statements:
+        for index, (statement, code) in enumerate(statements):
             try:
                 exec(code, namespace)
             except Exception as exc:  # noqa: BLE001 - the engine's error is what we check
-                raised = (exc, statement)
+                raised = Raised(exc, statement, index, len(statements), code)
                 break
     return raised, caught
 
 
-def _check_raised(spec: Raises | None, raised: tuple[Exception, ast.stmt] | None,
-                  engine: Engine, source: str, fail: Callable[..., None]) -> bool:
-    """Check the step's error; True when it raised where the case expects no error."""
+def _check_raised(spec: Raises | None, raised: Raised | None, engine: Engine, source: str,
+                  fail: Callable[..., None]) -> bool:
+    """Check the step's error; True when the case cannot go on (it raised where the case
+    expects no error, or something other than the refusal the case expects)."""
     if raised is None:
         if spec is not None:
             fail("semantics", "raises", f"expected {spec.type} to be raised, nothing was raised",
                  expected=_raises_text(spec, engine), actual="no error")
         return False
-    exc, statement = raised
+    exc, statement = raised.exc, raised.statement
     text = ast.get_source_segment(source, statement) or ast.unparse(statement)
-    actual = f"{type(exc).__name__} ({stage(statement)}): {exc}"
+    where = raised.stage
+    actual = f"{type(exc).__name__} ({where}): {exc}"
     if spec is None:
         fail("semantics", "raises", f"unexpected {type(exc).__name__}: {exc}",
              expected="no error", actual=actual, snippet=text)
         return True
-    names = [cls.__name__ for cls in type(exc).__mro__]
-    problem = None
-    if spec.type not in names:
-        problem = f"expected {spec.type}, raised {type(exc).__name__}"
-    elif spec.stage is not None and spec.stage != stage(statement):
-        problem = f"expected the error at stage {spec.stage}, raised at {stage(statement)}"
-    else:
+    not_a_refusal = refusal_problem(raised, spec.type, engine.adapter_files(),
+                                    tuple(engine.refusal_types),
+                                    spec.message_for(engine.torch_version))
+    if not_a_refusal is None and spec.stage is not None and spec.stage != where \
+            and "backward" in (spec.stage, where):
+        not_a_refusal = (f"expected the refusal at stage {spec.stage}, the engine raised at "
+                         f"{where}: an error in the forward pass is not a refusal of backward")
+    if not_a_refusal is not None:
+        fail("semantics", "raises", not_a_refusal, expected=_raises_text(spec, engine),
+             actual=actual, snippet=text)
+        return True
+    problem = class_problem(type(exc), spec.type)
+    if problem is None and spec.stage is not None and spec.stage != where:
+        problem = f"expected the error at stage {spec.stage}, raised at {where}"
+    if problem is None:
         expected_message = spec.message_for(engine.torch_version)
         if not message_matches(str(exc), expected_message, engine.message_strictness):
             problem = f"wrong message for {spec.type} ({engine.message_strictness} comparison)"
     if problem is not None:
-        # The step raised where it should: which exception, where and how it is worded is
+        # The engine refused where it should: which exception, where and how it is worded is
         # PyTorch's surface.
         fail("surface", "raises", problem, expected=_raises_text(spec, engine), actual=actual,
              snippet=text)
@@ -335,26 +348,33 @@ def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMes
                     engine: Engine, fail: Callable[..., None]) -> None:
     actual = list(dict.fromkeys((w.category, clean_warning(str(w.message))) for w in caught))
 
+    def same_kind(want: Warn, category: type) -> bool:
+        return class_problem(category, want.type) is None
+
     def matches(want: Warn, category: type, text: str) -> bool:
-        names = [cls.__name__ for cls in category.__mro__]
-        return want.type in names and message_matches(
+        return same_kind(want, category) and message_matches(
             text, want.message_for(engine.torch_version), engine.message_strictness)
 
     expected_text = "; ".join(f"{w.type}: {w.message_for(engine.torch_version)}"
                               for w in expected) or "no warning"
     actual_text = "; ".join(f"{c.__name__}: {t}" for c, t in actual) or "no warning"
-    # Whether the step warns is semantics; which category and text is surface.
+    # Whether the step warns is semantics; how it is worded is surface. A warning of another
+    # category is another warning (an engine's DeprecationWarning does not meet a UserWarning).
     missing = [w for w in expected if not any(matches(w, c, t) for c, t in actual)]
     extra = [(c, t) for c, t in actual if not any(matches(w, c, t) for w in expected)]
-    for index, want in enumerate(missing):
-        level = "surface" if index < len(extra) else "semantics"
-        fail(level, "warns", f"expected warning {want.type} was not emitted",
-             expected=expected_text, actual=actual_text)
+    reworded: set[int] = set()
+    for want in missing:
+        partner = next((i for i, (category, _) in enumerate(extra)
+                        if i not in reworded and same_kind(want, category)), None)
+        if partner is not None:
+            reworded.add(partner)
+        fail("surface" if partner is not None else "semantics", "warns",
+             f"expected warning {want.type} was not emitted", expected=expected_text,
+             actual=actual_text)
     for index, (category, text) in enumerate(extra):
-        if index < len(missing):
-            continue  # counted above: a warning came, worded otherwise
-        fail("semantics", "warns", f"unexpected warning {category.__name__}: {text}",
-             expected=expected_text, actual=actual_text)
+        if index not in reworded:
+            fail("semantics", "warns", f"unexpected warning {category.__name__}: {text}",
+                 expected=expected_text, actual=actual_text)
 
 
 def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any],
@@ -426,36 +446,3 @@ def observation_level(key: str, expected: Any) -> str:
                 continue
             return "surface"
     return "semantics"
-
-
-def stage(statement: ast.stmt) -> str:
-    """The stage an error raised by `statement` belongs to (INTERPRETING.md "Stage")."""
-    calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)]
-    names = [_call_name(call) for call in calls]
-    for name in names:
-        if name.rsplit(".", 1)[-1] == "backward" or name.endswith("autograd.grad"):
-            return "backward"
-    assigns_attribute = any(
-        isinstance(target, ast.Attribute)
-        for node in ast.walk(statement)
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
-        for target in (getattr(node, "targets", None) or [node.target])
-    )
-    computes = any(isinstance(node, OPERATORS) for node in ast.walk(statement))
-    only_flags = all(name.rsplit(".", 1)[-1] in FLAG_METHODS for name in names)
-    if assigns_attribute or (only_flags and not computes):
-        return "attribute"
-    return "forward"
-
-
-def _call_name(call: ast.Call) -> str:
-    parts = []
-    node = call.func
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    else:
-        parts.append("?")
-    return ".".join(reversed(parts))

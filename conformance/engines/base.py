@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from conformance.refusals import adapter_files
+
 Strictness = Literal["exact", "prefix", "type"]
 DESCRIBED = ("name", "version", "device", "torch_version", "message_strictness", "level",
              "available", "unavailable_reason")
@@ -53,6 +55,12 @@ class Engine(ABC):
     """The implementer's skip/xfail file (see `conformance.expectations`), if any."""
     unavailable_reason: str | None = None
     """Why the engine cannot run here (missing package, no CUDA device); None when it can."""
+    _adapter_files: frozenset[str] | None = None
+    refusal_types: tuple[type[BaseException], ...] = ()
+    """The engine's exception classes that mean "refused", when it has such classes. Empty:
+    any exception is a refusal except those that mean a missing name, a crash, or the
+    adapter's own `raise` (`conformance.refusals`). Set: only these, or the class a case
+    names, are refusals at the `semantics` level."""
 
     @property
     def available(self) -> bool:
@@ -80,6 +88,21 @@ class Engine(ABC):
 
     def reset(self) -> None:  # noqa: B027 - most engines keep no global state to restore
         """Restore global state between cases (grad mode, warning filters of the engine)."""
+
+    def state_leak(self) -> str | None:
+        """After `reset`: the engine state a case changed and `reset` could not restore (a
+        mode still on, hooks still installed), or None. The runner gives the next case a
+        fresh worker when there is any, so no case decides another's verdict."""
+        return None
+
+    def adapter_files(self) -> frozenset[str]:
+        """The source files of the adapter's own code (never the engine's): an exception
+        whose `raise` runs in them is the adapter's, not a refusal of the engine. The
+        default is the runner's package and the modules of this class's hierarchy; an
+        adapter that keeps its facades in other modules adds their files."""
+        if self._adapter_files is None:
+            self._adapter_files = adapter_files(self)
+        return self._adapter_files
 
     def grad_fn(self, tensor: Any) -> Any:
         return tensor.grad_fn

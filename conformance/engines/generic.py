@@ -21,6 +21,7 @@ Everything else is the engine's module itself.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import math
 import warnings
@@ -35,6 +36,8 @@ WARM_UP = """
 with torch.autograd.forward_ad.dual_level():
     torch.autograd.forward_ad.make_dual(torch.tensor(1.0), torch.tensor(1.0))
 """
+MAX_LEVELS = 16
+"""More forward-AD levels than any case opens: reset closes at most this many."""
 FACTORIES = (
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
     "rand", "randn",
@@ -101,13 +104,66 @@ class TorchLikeEngine(Engine):
 
     def reset(self) -> None:
         torch = self.torch
+        if self._state_changes():
+            # A case may leave a mode on from a generator suspended inside its `with`: once
+            # collected, the generator is closed and its `with` blocks exit in order.
+            gc.collect()
         torch.set_grad_enabled(True)
         # Anomaly detection is process-wide and a case may switch it on by a plain call.
         torch.autograd.set_detect_anomaly(False)
+        if hasattr(torch, "set_default_dtype"):
+            torch.set_default_dtype(torch.float32)
+        forward_ad = torch.autograd.forward_ad
+        for _ in range(MAX_LEVELS):
+            if not self._dual_level_open():
+                break
+            forward_ad.exit_dual_level()
         if hasattr(torch, "set_warn_always"):
             # PyTorch emits some warnings once per process unless told otherwise; every case
             # must see its warnings whatever ran before it.
             torch.set_warn_always(True)
+
+    def state_leak(self) -> str | None:
+        changes = self._state_changes()
+        return "; ".join(changes) if changes else None
+
+    def _state_changes(self) -> list[str]:
+        """The thread-local autograd state that differs from a fresh thread's."""
+        torch = self.torch
+        changes = []
+        if not torch.is_grad_enabled():
+            changes.append("grad mode is off")
+        inference = getattr(torch, "is_inference_mode_enabled", None)
+        if inference is not None and inference():
+            changes.append("inference mode is on")
+        if torch.is_anomaly_enabled():
+            changes.append("anomaly mode is on")
+        if hasattr(torch, "get_default_dtype") and torch.get_default_dtype() != torch.float32:
+            changes.append(f"the default dtype is {torch.get_default_dtype()}")
+        if self._dual_level_open():
+            changes.append("a forward-AD level is open")
+        if self._saved_tensors_hooks_installed():
+            changes.append("saved-tensor hooks are installed")
+        return changes
+
+    def _dual_level_open(self) -> bool:
+        torch = self.torch
+        try:
+            probe = torch.ones(1)
+            torch.autograd.forward_ad.make_dual(probe, probe)
+        except Exception:  # noqa: BLE001 - no level is open (or no forward AD at all)
+            return False
+        return True
+
+    def _saved_tensors_hooks_installed(self) -> bool:
+        # Neither engine has a public query: PyTorch's own binding, or refimpl's stack.
+        torch = self.torch
+        top = getattr(getattr(getattr(torch, "_C", None), "_autograd", None),
+                      "_top_saved_tensors_default_hooks", None)
+        if top is not None:
+            return top(False) is not None
+        stack = getattr(getattr(torch.autograd.graph, "SAVED_TENSORS_HOOKS", None), "stack", None)
+        return bool(stack)
 
     def has_values(self, tensor: Any) -> bool:
         return not getattr(tensor, "is_meta", False)

@@ -32,7 +32,6 @@ from conformance.executor import (
     message_matches,
     new_namespace,
     run_statements,
-    stage,
 )
 from conformance.fuzz.program import Program
 
@@ -155,9 +154,8 @@ def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
             raised, caught = run_statements(step.statements, namespace)
             error = None
             if raised is not None:
-                exc, statement = raised
-                index = next(i for i, (s, _) in enumerate(step.statements) if s is statement)
-                error = StepError(index, type(exc).__name__, stage(statement), str(exc))
+                error = StepError(raised.index, type(raised.exc).__name__, raised.stage,
+                                  str(raised.exc))
             warned = tuple(sorted({(w.category.__name__, clean_warning(str(w.message)))
                                    for w in caught}))
             records.append(StepRecord(error, warned,

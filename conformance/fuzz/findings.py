@@ -23,7 +23,6 @@ import yaml
 
 from conformance.case import Case
 from conformance.engines.base import Engine
-from conformance.executor import stage
 from conformance.features import derive
 from conformance.fuzz.differential import (
     Mismatch,
@@ -33,6 +32,7 @@ from conformance.fuzz.differential import (
 )
 from conformance.fuzz.program import Program, features_of
 from conformance.loader import load
+from conformance.refusals import stage
 from conformance.repro import repro_script
 
 DEFAULT_OUT = Path("findings")
