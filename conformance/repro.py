@@ -14,8 +14,15 @@ as comments, every character that is not printable written as an escape.
 
 from __future__ import annotations
 
+import site
+import sys
+import sysconfig
+from pathlib import Path
+
 from conformance.case import Case
 from conformance.engines.base import Engine
+
+_PACKAGE = Path(__file__).resolve().parent
 
 HELPERS = '''
 def grad_fn_name(t):
@@ -117,8 +124,15 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         "import numpy as np",
         "",
         f"SEED = {int(seed)}",
-        engine.repro_prelude().rstrip(),
     ]
+    folders = adapter_folders(engine)
+    if folders:
+        # The runner found the adapter through its own sys.path (its working folder,
+        # PYTHONPATH): the script must find it from wherever it is run.
+        lines += ["", "import sys", ""]
+        lines += [f"sys.path.insert(0, {_literal(folder)})" for folder in reversed(folders)]
+        lines.append("")
+    lines.append(engine.repro_prelude().rstrip())
     if engine.repro_prelude().startswith("import"):
         # A torch-like module imported on its own: the script draws the runner's numbers and
         # defines the helpers itself. An adapter's prelude brings both from the adapter.
@@ -146,6 +160,39 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
             lines.append(f"_observe({_literal(key)}, {_literal(where)}, "
                          f"{_literal(repr(expected))})")
     return "\n".join(lines) + "\n"
+
+
+def adapter_folders(engine: Engine) -> list[str]:
+    """The folders that make the modules of an out-of-tree adapter importable: those of the
+    `module` of a `module:factory` spec and of the engine's class, when a module's file lies
+    neither in an installed location (the standard library, site-packages) nor in this
+    package. Each is the folder its top-level package is imported from, first module first."""
+    spec = getattr(engine, "spec", None) or ""
+    names = [spec.partition(":")[0]] if ":" in spec else []
+    names.append(type(engine).__module__)
+    folders: list[str] = []
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if not file:
+            continue
+        path = Path(file).resolve()
+        if _installed(path):
+            continue
+        # `a.b.c` is `a/b/c.py` or `a/b/c/__init__.py` under the folder on sys.path.
+        depth = name.count(".") + (path.stem == "__init__")
+        if depth >= len(path.parents):
+            continue
+        folder = str(path.parents[depth])
+        if folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def _installed(path: Path) -> bool:
+    roots = [_PACKAGE, *map(Path, site.getsitepackages()), Path(site.getusersitepackages())]
+    roots += [Path(p) for key, p in sysconfig.get_paths().items()
+              if key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    return any(path.is_relative_to(root.resolve()) for root in roots)
 
 
 def _literal(text: str) -> str:

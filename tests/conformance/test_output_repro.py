@@ -60,3 +60,45 @@ def test_the_script_is_readable_and_every_step_a_string(separator: str) -> None:
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     assert "os" not in imported
+
+
+ADAPTER = '''
+from conformance.engines.generic import TorchLikeEngine
+
+
+class Mine(TorchLikeEngine):
+    def node_name(self, node):
+        return "Mine:" + type(node).__name__
+
+
+def make():
+    return Mine("mine", "refimpl")
+'''
+
+
+def test_an_out_of_tree_adapter_is_found_from_any_folder(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    # The adapter's guide has its author run the suite from the adapter's folder; the script
+    # is then run from anywhere, without that folder on any path.
+    adapters, elsewhere = tmp_path / "adapters", tmp_path / "elsewhere"
+    adapters.mkdir()
+    elsewhere.mkdir()
+    (adapters / "repro_test_adapter.py").write_text(ADAPTER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(adapters))
+    monkeypatch.delitem(sys.modules, "repro_test_adapter", raising=False)
+    try:
+        engine = load_engine("repro_test_adapter:make")
+        case = Case.from_dict({"id": "topic.node", "rule": "r", "steps": [
+            {"run": "x = torch.ones(2, requires_grad=True)\ny = x * 2",
+             "expect": {"grad_fn_name(y)": "MulBackward0"}}]})
+        script = repro_script(case, engine)
+    finally:
+        sys.modules.pop("repro_test_adapter", None)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    done = run_script(script, tmp_path, cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "grad_fn_name(y) = 'Mine:MulBackward0'" in done.stdout
+    assert str(adapters) in script
+    assert "sys.path" not in repro_script(case, load_engine("refimpl")), \
+        "an engine this package or site-packages provides needs no path"
