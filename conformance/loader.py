@@ -13,6 +13,7 @@ text), and the `ast` check of every snippet and expectation against `spec/api.ya
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
@@ -22,7 +23,15 @@ from typing import Any
 
 import yaml
 
-from conformance.api import TOO_COMPLEX, Api, ApiFormatError, check_expression, check_snippet
+from conformance.api import (
+    TOO_COMPLEX,
+    Api,
+    ApiFormatError,
+    TooComplex,
+    check_expression,
+    check_snippet,
+    parse,
+)
 from conformance.case import Case, CaseFormatError, line_of
 from conformance.features import undeclared
 from conformance.sandbox import check_np, np_expressions
@@ -403,6 +412,8 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
     for index, step in enumerate(case.steps):
         for at, message in _abstract_types(step, _raw_step(case, index)):
             add(at or step.line, f"step {index}: {message}")
+    for at, message in _self_comparisons(case):
+        add(at, message)
     if resources.api is not None:
         defined: set[str] = set()
         for index, step in enumerate(case.steps):
@@ -446,3 +457,101 @@ def _abstract_types(step: Any, raw: Mapping[str, Any]) -> list[tuple[int | None,
                           "warning: name the category PyTorch 2.13 emits (UserWarning, "
                           "FutureWarning, ...)"))
     return found
+
+
+def _self_comparisons(case: Case) -> list[tuple[int | None, str]]:
+    """Expectations whose `{np: ...}` value is the observed value itself (`x: {np: "x"}`, or
+    through a plain alias `y = x`): the NumPy side reads the same tensor after the step, so
+    every engine passes, whatever it did to the tensor."""
+    found: list[tuple[int | None, str]] = []
+    aliases: dict[str, str] = {}
+    for index, step in enumerate(case.steps):
+        _follow_aliases(step.run, aliases)
+        for (key, expected), key_line in zip(step.expect, step.expect_lines, strict=True):
+            if not isinstance(expected, Mapping) or not isinstance(expected.get("np"), str):
+                continue
+            observed = _observed_form(key, "key", aliases)
+            if observed is not None and observed == _observed_form(expected["np"], "np",
+                                                                   aliases):
+                found.append((line_of(expected, "np") or key_line or step.line,
+                              f"step {index}: expect {key!r}: {{np: {expected['np']!r}}} is "
+                              "the observed value itself, so every engine passes: state the "
+                              "expected values (literals, or an np expression over the inputs "
+                              "or over a copy saved before the step)"))
+    return found
+
+
+def _follow_aliases(source: str, aliases: dict[str, str]) -> None:
+    """Update `aliases` (name -> the name whose object it holds) with a snippet's top-level
+    statements: `y = x` makes y an alias of x; any other binding of a name ends its aliases."""
+    try:
+        tree = parse(source, "exec")
+    except (SyntaxError, TooComplex):
+        return
+    for stmt in getattr(tree, "body", []):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Name):
+            target, source_name = stmt.targets[0].id, stmt.value.id
+            resolved = aliases.get(source_name, source_name)
+            _unbind(target, aliases)
+            if resolved != target:
+                aliases[target] = resolved
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                _unbind(node.id, aliases)
+
+
+def _unbind(name: str, aliases: dict[str, str]) -> None:
+    aliases.pop(name, None)
+    for alias in [a for a, target in aliases.items() if target == name]:
+        del aliases[alias]
+
+
+# Wrappers that leave the values as they are: `value(t)`, `t.detach()`, `t.clone()`, `t.data`
+# in a key; a plain conversion to an array in an np expression.
+_KEY_WRAPPERS = frozenset({"detach", "clone"})
+_NP_WRAPPERS = frozenset({"array", "asarray"})
+
+
+def _observed_form(source: str, kind: str, aliases: Mapping[str, str]) -> str | None:
+    """The expression with value-preserving wrappers and aliases removed, as `ast.dump` text."""
+    try:
+        tree = parse(source, "eval")
+    except (SyntaxError, TooComplex):
+        return None
+    node = tree.body  # type: ignore[attr-defined]
+    inner = _unwrap(node, kind)
+    while inner is not None:
+        node, inner = inner, _unwrap(inner, kind)
+    return ast.dump(_Rename(aliases).visit(node))
+
+
+def _unwrap(node: ast.expr, kind: str) -> ast.expr | None:
+    """What a value-preserving wrapper wraps (None when `node` is not one)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+        return node.operand
+    if kind == "key" and isinstance(node, ast.Attribute) and node.attr == "data":
+        return node.value
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    func = node.func
+    if kind == "key" and isinstance(func, ast.Name) and func.id == "value" \
+            and len(node.args) == 1:
+        return node.args[0]
+    if kind == "key" and isinstance(func, ast.Attribute) and func.attr in _KEY_WRAPPERS \
+            and not node.args:
+        return func.value
+    if kind == "np" and isinstance(func, ast.Attribute) and func.attr in _NP_WRAPPERS \
+            and isinstance(func.value, ast.Name) and func.value.id == "np" \
+            and len(node.args) == 1:
+        return node.args[0]
+    return None
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, aliases: Mapping[str, str]) -> None:
+        self.aliases = aliases
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        return ast.Name(id=self.aliases.get(node.id, node.id), ctx=ast.Load())
