@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import os
+import re
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -27,7 +30,7 @@ from conformance.case import Case
 from conformance.causes import write_expectations
 from conformance.engines import EngineError
 from conformance.executor import DEFAULT_TIMEOUT
-from conformance.expectations import ExpectationsError
+from conformance.expectations import ExpectationsError, read_once
 from conformance.fuzz import cli as fuzz_cli
 from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.reference import cli as docs_cli
@@ -222,7 +225,7 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
         write_expectations(args.write_expectations, run.engine.name,
                            [r for r in run.results if r.verdict_at(run.level) != "passed"])
     if args.repro_dir is not None:
-        _write_repros(report, args.repro_dir)
+        write_repros(report, args.repro_dir)
     with contextlib.suppress(BrokenPipeError):
         if not args.quiet:
             for run in report.runs:
@@ -254,8 +257,9 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
                        "unsupported instead)")
             return 2, None
         overrides = _expectation_overrides(args.expectations, workers)
-        report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
-                           all_case_ids=all_ids, level=args.level)
+        with read_once(overrides.values()):
+            report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
+                               all_case_ids=all_ids, level=args.level)
     except (EngineError, ExpectationsError) as exc:
         _error(f"error: {exc}")
         return 2, None
@@ -305,8 +309,13 @@ def _expectation_overrides(items: Sequence[str], workers: Sequence[EngineWorkers
         if key not in names:
             raise EngineError(f"--expectations {item!r}: no engine {key!r} in this run "
                               f"(engines: {', '.join(sorted(names))})")
-        if not Path(path).is_file():
+        # Any readable file: a regular one, /dev/null (no expectations), a pipe (`<(...)`).
+        if not os.path.exists(path):
             raise EngineError(f"--expectations {item!r}: no such file {path}")
+        if os.path.isdir(path):
+            raise EngineError(f"--expectations {item!r}: {path} is a folder, not a file")
+        if not os.access(path, os.R_OK):
+            raise EngineError(f"--expectations {item!r}: cannot read {path}")
         overrides[names[key]] = Path(path)
     return overrides
 
@@ -333,10 +342,31 @@ def _stop_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _write_repros(report: SuiteReport, directory: Path) -> None:
+def write_repros(report: SuiteReport, directory: Path) -> None:
+    """One script per failure, `<engine>__<case id>.py`, each inside `directory` whatever the
+    engine's name or the case's id holds."""
+    root = Path(os.path.abspath(directory))
     for run in report.runs:
         for case_id, script in run.repros.items():
-            write_atomic(directory / f"{run.engine.name}__{case_id}.py", script)
+            name = f"{_file_part(run.engine.name)}__{_file_part(case_id)}.py"
+            target = root / name
+            # Checked on the path as written (not resolved): a link left at this name is
+            # replaced by write_atomic, never followed.
+            if Path(os.path.normpath(target)).parent != root:
+                raise ValueError(f"repro file name {name!r} leaves {directory}")
+            write_atomic(target, script)
+
+
+def _file_part(text: str, limit: int = 100) -> str:
+    """`text` as part of a file name: only letters, digits, `.`, `_` and `-`, no leading dot,
+    at most `limit` characters. A name that had to change ends in a hash of the original, so
+    two engines whose names differ keep apart."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", text)
+    safe = re.sub(r"^\.+", lambda m: "_" * len(m.group()), safe)
+    if safe == text and 0 < len(safe) <= limit:
+        return safe
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{safe[:limit - len(digest) - 1]}-{digest}"
 
 
 if __name__ == "__main__":

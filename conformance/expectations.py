@@ -9,18 +9,26 @@ A file is a YAML mapping with up to two sections, each mapping a case-id prefix 
 
 The longest matching prefix wins. A listed case that passes is reported as `stale`, and so is
 an entry whose prefix matches no case that ran (`Expectations.unused`).
+
+The file may be any readable file: an empty one (`/dev/null`) lists nothing, and a pipe or a
+device is read once (`read_once`), however many times a run loads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.case import line_of
-from conformance.loader import read_yaml
+from conformance.loader import MAX_FILE_BYTES, read_yaml
 
 SECTIONS = ("xfail", "skip")
+_COPIES: dict[str, Path] = {}
+"""A file read once by `read_once` (by the path as given): the copy every load reads."""
 
 
 class ExpectationsError(ValueError):
@@ -45,7 +53,7 @@ class Expectations:
     def load(cls, path: Path | None) -> Expectations:
         if path is None:
             return cls()
-        data, problems = read_yaml(Path(path))
+        data, problems = read_yaml(_COPIES.get(str(path), Path(path)))
         if problems:
             line, message = problems[0]
             raise ExpectationsError(f"{path}:{line}: {message}")
@@ -88,3 +96,38 @@ class Expectations:
             ids = list(case_ids)
             return [e for e in self.entries if not any(i.startswith(e.prefix) for i in ids)]
         return [e for e in self.entries if e.prefix not in self.used]
+
+
+@contextlib.contextmanager
+def read_once(paths: Iterable[Path]) -> Iterator[None]:
+    """While open, each of `paths` that is not a regular file (a pipe, `/dev/stdin`, a device)
+    has been read once, here, and every `Expectations.load` of it reads that copy, while
+    reporting the path as given. (A run loads its files more than once, and a pipe can be read
+    only once; a device such as /dev/zero is read no further than a file may be long.)"""
+    with tempfile.TemporaryDirectory(prefix="expectations-") as folder:
+        added = []
+        try:
+            for index, path in enumerate(paths):
+                if str(path) in _COPIES or _is_regular(Path(path)):
+                    continue
+                try:
+                    with open(path, "rb") as stream:
+                        data = stream.read(MAX_FILE_BYTES + 1)
+                except OSError as exc:
+                    raise ExpectationsError(f"{path}:1: cannot read the file: "
+                                            f"{exc.strerror or exc}") from exc
+                copy = Path(folder) / f"{index}.yaml"
+                copy.write_bytes(data)
+                _COPIES[str(path)] = copy
+                added.append(str(path))
+            yield
+        finally:
+            for key in added:
+                _COPIES.pop(key, None)
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
