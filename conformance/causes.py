@@ -23,7 +23,10 @@ _KEY = re.compile(r"^([A-Za-z_][\w.]*)\(([^()]*)\)")
 _PATTERNS = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
     # What is missing is the cause: keep the name in "has no attribute 'x'", "name 'x' ...".
-    (re.compile(r"(?<!attribute )(?<!name )'[^'\n]*'|\"[^\"\n]*\""), "'…'"),
+    # A quote opens only where no letter precedes it and closes only where none follows, so
+    # the apostrophes of "the engine's" and "can't" are text, not quotes.
+    (re.compile(r"(?<!attribute )(?<!name )(?<!\w)'(?:[^'\n]|'(?=\w))*'(?!\w)"
+                r"|\"[^\"\n]*\""), "'…'"),
     (re.compile(r"\[[^\[\]\n]*(\[[^\[\]\n]*\][^\[\]\n]*)*\]"), "[…]"),
     (re.compile(r"tensor\([^\n]*?\)(?=,|$| )"), "tensor(…)"),
     (re.compile(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b"), "N"),

@@ -112,6 +112,19 @@ def test_causes_group_failures_semantic_first(broken):
         "grad_fn_name(…): expected '…', observed '…'"
 
 
+@pytest.mark.parametrize(("message", "cause"), [
+    ("x.grad: observing raised AttributeError: the engine's 'Tensor' object has no attribute "
+     "'dtype'", "<tensor>.grad: observing raised AttributeError: the engine's '…' object has no "
+     "attribute 'dtype'"),
+    ("x.grad: the engine's dtype is 'float64', PyTorch's 'float32'",
+     "<tensor>.grad: the engine's dtype is '…', PyTorch's '…'"),
+    ("unexpected RuntimeError: can't differentiate 'x' (it's a leaf)",
+     "unexpected RuntimeError: can't differentiate '…' (it's a leaf)"),
+])
+def test_a_cause_keeps_its_apostrophes(message, cause):
+    assert normalise(message) == cause
+
+
 def test_written_expectations_make_the_next_run_pass(tmp_path):
     empty = tmp_path / "none.yaml"
     empty.write_text("xfail: {}\n")
