@@ -14,15 +14,25 @@ and which objects are tensors: `a[i] = v` and `a -= b` count as in-place whateve
 whether a name holds a view or a backward node is followed only through plain assignments
 (`v = y[0]`, `n = y.grad_fn`). Such a case declares the feature by hand; declaring more than
 is derived is always allowed.
+
+The adapter guide (`docs/adapters.md`) lists every registered feature with its meaning, in a
+section generated from `spec/features.yaml`: after changing the registry, run
+`python -m conformance.features --write-docs` (`--check` exits 1 while the section is stale).
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
-from collections.abc import Iterable, Mapping
+import sys
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from conformance.api import TooComplex, parse
 from conformance.case import Case
@@ -350,3 +360,104 @@ def _strings(value: Any) -> Iterable[str]:
 def _text(node: ast.AST) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- the feature list of the adapter guide ---------------------------------------------------
+
+DOCS_BEGIN = ("<!-- features: begin. Generated from spec/features.yaml by `python -m "
+              "conformance.features --write-docs`: edit the registry, not this section. -->")
+DOCS_END = "<!-- features: end -->"
+GUIDE = Path("docs") / "adapters.md"
+"""The adapter guide, relative to the folder that holds the spec folder."""
+
+
+def registry(spec_dir: Path) -> dict[str, str]:
+    """`spec/features.yaml`: every feature name with its meaning, in the file's order."""
+    data = yaml.safe_load((Path(spec_dir) / "features.yaml").read_text(encoding="utf-8"))
+    return {str(name): " ".join(str(text).split()) for name, text in (data or {}).items()}
+
+
+def docs_section(features: Mapping[str, str]) -> str:
+    """The generated section of the adapter guide, markers included."""
+    rows = [f"| `{name}` | {_cell(features[name])} |" for name in sorted(features)]
+    return "\n".join([
+        DOCS_BEGIN,
+        "",
+        textwrap.fill(
+            f"The {len(features)} feature names of `spec/features.yaml`. Declare the ones your "
+            "engine has (`features = frozenset({...})`, or `lacks=` for `TorchLikeEngine`); a "
+            "case that needs a feature the engine lacks is reported `unsupported`. The core is "
+            "not among them and cannot be declared away: tensors with float32 and float64 "
+            "values, their operators, `detach` and `clone`.", width=96, break_long_words=False,
+            break_on_hyphens=False),
+        "",
+        "| feature | what a case that needs it uses |",
+        "| --- | --- |",
+        *rows,
+        "",
+        DOCS_END,
+    ])
+
+
+def _cell(text: str) -> str:
+    """Registry text as one Markdown table cell, read as plain text: `<AddBackward0>` would be
+    an HTML tag, `|` would end the cell, and `*`, `_` or a backtick could start emphasis or
+    code."""
+    return _MARKDOWN.sub(lambda match: "\\" + match.group(0), text)
+
+
+# An underscore after a letter (`requires_grad_`) cannot open emphasis, so it stays as it is.
+_MARKDOWN = re.compile(r"[\\`*<>\[\]|]|(?<!\w)_")
+
+
+class DocsError(ValueError):
+    """The guide has no well-formed generated section (its markers are missing or repeated)."""
+
+
+def with_docs_section(guide: str, features: Mapping[str, str]) -> str:
+    """The guide's text with its generated section rewritten from `features`."""
+    if guide.count(DOCS_BEGIN) != 1 or guide.count(DOCS_END) != 1 \
+            or guide.index(DOCS_BEGIN) > guide.index(DOCS_END):
+        raise DocsError(f"the guide must hold the line {DOCS_BEGIN!r} once, and after it the "
+                        f"line {DOCS_END!r} once")
+    start = guide.index(DOCS_BEGIN)
+    end = guide.index(DOCS_END) + len(DOCS_END)
+    return guide[:start] + docs_section(features) + guide[end:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from conformance.loader import DEFAULT_SPEC_DIR
+
+    parser = argparse.ArgumentParser(
+        prog="python -m conformance.features",
+        description="Rewrite the feature list of the adapter guide from spec/features.yaml.")
+    parser.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR",
+                        help="the spec folder (features.yaml)")
+    parser.add_argument("--docs", type=Path, default=None, metavar="FILE",
+                        help="the adapter guide (default: docs/adapters.md beside the spec)")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--write-docs", action="store_true", help="rewrite the section")
+    action.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the section is stale")
+    args = parser.parse_args(argv)
+    guide_path = args.docs if args.docs is not None else args.spec.parent / GUIDE
+    try:
+        guide = guide_path.read_text(encoding="utf-8")
+        text = with_docs_section(guide, registry(args.spec))
+    except (OSError, yaml.YAMLError, DocsError) as exc:
+        print(f"error: {guide_path}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if text != guide:
+            print(f"{guide_path}: the feature list is stale: run `python -m conformance.features "
+                  "--write-docs`", file=sys.stderr)
+            return 1
+        return 0
+    if text != guide:
+        guide_path.write_text(text, encoding="utf-8")
+    print(f"wrote the feature list of {guide_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -657,7 +657,9 @@ def engine_page(site: Site, results: EngineResults) -> str:
 
 
 def features_page(site: Site) -> str:
-    out = [rst.heading("Features", "="), _blocks_rst(site.features_intro)]
+    out = [rst.heading("Features", "="), _blocks_rst(site.features_intro),
+           "An adapter declares the features its engine has; :doc:`/adapters` lists them and "
+           "says which to leave out for an engine without part of PyTorch's autograd API.\n"]
     needing: dict[str, list[str]] = defaultdict(list)
     for case in site.cases:
         for feature in case.features:

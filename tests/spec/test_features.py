@@ -4,6 +4,7 @@ text, lint holds every case to its `features:` list, and an engine that lacks a 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -160,3 +161,46 @@ def test_engine_lacking_a_feature_skips_exactly_its_cases(spec_cases: list[Case]
     assert unsupported == {case.id for case in runnable if feature in case.features} != set()
     assert {verdicts[cid].message for cid in unsupported} == {f"engine lacks feature {feature}"}
     assert {r.verdict for cid, r in verdicts.items() if cid not in unsupported} == {"passed"}
+
+
+GUIDE = ROOT / "docs" / "adapters.md"
+
+
+def test_adapter_guide_lists_every_feature_with_its_meaning() -> None:
+    from conformance.features import docs_section, main, registry
+
+    assert main(["--check", "--spec", str(SPEC), "--docs", str(GUIDE)]) == 0, \
+        "docs/adapters.md is stale: run `python -m conformance.features --write-docs`"
+    guide = GUIDE.read_text(encoding="utf-8")
+    assert docs_section(registry(SPEC)) in guide
+    assert [name for name in sorted(REGISTRY) if f"| `{name}` | " not in guide] == []
+
+
+def test_write_docs_rewrites_a_stale_feature_list(tmp_path: Path) -> None:
+    from conformance.features import main
+
+    spec = tmp_path / "spec"
+    spec.mkdir()
+    registry_text = (SPEC / "features.yaml").read_text(encoding="utf-8")
+    (spec / "features.yaml").write_text(registry_text + 'teleport: "moving tensors | at once"\n',
+                                        encoding="utf-8")
+    guide = tmp_path / "docs" / "adapters.md"
+    guide.parent.mkdir()
+    guide.write_text(GUIDE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["--check", "--spec", str(spec)]) == 1
+    assert main(["--write-docs", "--spec", str(spec)]) == 0
+    assert "| `teleport` | moving tensors \\| at once |" in guide.read_text(encoding="utf-8")
+    assert main(["--check", "--spec", str(spec)]) == 0
+    outside = guide.read_text(encoding="utf-8").split("<!-- features: begin")
+    assert outside[0] == GUIDE.read_text(encoding="utf-8").split("<!-- features: begin")[0]
+
+
+def test_guide_on_a_missing_core_names_only_registered_features() -> None:
+    guide = GUIDE.read_text(encoding="utf-8")
+    section = guide.split("## When your engine lacks part of the core", 1)[1].split("\n## ")[0]
+    rows = [line.split(" | ")[-1] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| your engine")
+            and not line.startswith("| ---")]
+    named = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
+    assert named and named <= REGISTRY, sorted(named - REGISTRY)
+    assert "unsupported" in section and "never counted as a refusal" in section
