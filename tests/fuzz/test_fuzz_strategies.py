@@ -146,7 +146,8 @@ def test_unknown_family_is_rejected():
 
 
 def test_a_value_moved_from_float32_keeps_float32_precision():
-    from conformance.fuzz.strategies import TensorVar, _derived, _observations, _State
+    from conformance.fuzz.strategies import _observations
+    from conformance.fuzz.strategies.state import TensorVar, _derived, _State
 
     state = _State(default_api(), frozenset(FAMILIES))
     wide = state.add(TensorVar(state.fresh(), (2,), "float64", True, True, 1.0, True))
