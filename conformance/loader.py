@@ -4,7 +4,10 @@
 (`spec/case.schema.json` when present), the case structure, duplicate ids (across all files),
 ids that do not start with the file's stem, unregistered features, quotes missing from the cited
 document (`spec/sources.yaml`; with `texts_dir`, also that each quote is in the document's
-text), and the `ast` check of every snippet and expectation against `spec/api.yaml`.
+text), and the `ast` check of every snippet and expectation against `spec/api.yaml`. It also
+refuses case text too long or too deeply nested to parse safely, `raises` and `warns` that
+name a base class (`Exception`, `Warning`) and `{np: ...}` expectations that are the observed
+value itself.
 
     >>> result = load([Path("spec/cases")])            # doctest: +SKIP
     >>> for problem in result.problems: print(problem)  # doctest: +SKIP
