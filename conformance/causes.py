@@ -7,12 +7,18 @@ wording), then the causes that cost the most cases first.
 
     >>> normalise("grad_fn_name(y): expected 'AddBackward0', observed 'Add'")
     "grad_fn_name(…): expected '…', observed '…'"
+
+One cause can stand for unrelated divergences (a wrong gradient of `sigmoid` and one of
+`cumsum` read alike), so the groups of an expectations file (`expectations_text`) are also
+kept apart by what the case does up to the failing step: the functions, methods and operators
+of its snippets and of the observation, less the set-up nearly every case shares.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,22 +58,40 @@ def normalise(message: str) -> str:
     return text.strip()
 
 
+# Set-up and reductions nearly every case uses: they tell no divergence from another.
+_COMMON = frozenset({
+    "torch.tensor", "torch.ones", "torch.zeros", "torch.rand", "torch.randn", "torch.arange",
+    "torch.empty", "torch.full", "torch.ones_like", "torch.zeros_like", "torch.rand_like",
+    "torch.randn_like", "torch.manual_seed", ".sum", ".backward", ".requires_grad_",
+})
+_OPERATORS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**", ast.MatMult: "@", ast.USub: "unary -", ast.Invert: "~",
+    ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+}
+_MODULES = ("torch", "nn", "F", "np")
+
+
 @dataclass
 class Cause:
     level: str
     text: str
     case_ids: list[str] = field(default_factory=list)
+    involves: tuple[str, ...] = ()
+    """What the cases of the group do (`involved`); empty when grouped by cause alone."""
 
     @property
     def count(self) -> int:
         return len(self.case_ids)
 
 
-def by_cause(results: Iterable[Any]) -> list[Cause]:
+def by_cause(results: Iterable[Any], cases: Mapping[str, Any] | None = None) -> list[Cause]:
     """The causes of the failed and errored `results`, semantic first, then by count.
 
-    Each case counts once, under the cause of its first semantic failure when it has one."""
-    causes: dict[tuple[str, str], Cause] = {}
+    Each case counts once, under the cause of its first semantic failure when it has one.
+    With `cases` (case id to `Case`), a cause is also split by what each case does up to
+    the failing step (`involved`), so unrelated divergences that read alike keep apart."""
+    causes: dict[tuple[str, str, tuple[str, ...]], Cause] = {}
     for result in results:
         if result.verdict not in ("failed", "error"):
             continue
@@ -77,17 +101,79 @@ def by_cause(results: Iterable[Any]) -> list[Cause]:
             level, text = "error", result.message
         else:
             level, text = head.level, head.message
-        key = (level, normalise(text))
-        causes.setdefault(key, Cause(level, key[1])).case_ids.append(result.case_id)
+        involves = involved(result, head, cases) if cases is not None else ()
+        key = (level, normalise(text), involves)
+        causes.setdefault(key, Cause(level, key[1], involves=involves)).case_ids.append(
+            result.case_id)
     order = {"error": 0, "semantics": 1, "surface": 2}
-    return sorted(causes.values(), key=lambda c: (order.get(c.level, 3), -c.count, c.text))
+    return sorted(causes.values(),
+                  key=lambda c: (order.get(c.level, 3), -c.count, c.text, c.involves))
 
 
-def expectations_text(engine: str, results: Sequence[Any],
-                      known: Any = None) -> str:
-    """An expectations file listing every failed or errored case, grouped by cause, with one
-    reason per group to fill in (`run --write-expectations`). `known` (an `Expectations`):
-    the file's entries so far; an entry that still matches a failing case keeps its reason."""
+def involved(result: Any, check: Any = None, cases: Mapping[str, Any] | None = None
+             ) -> tuple[str, ...]:
+    """What `result`'s case does up to its failing step: the functions (`torch.cumsum`),
+    methods (`.sigmoid`) and operators (`*`) of its snippets and of the failed observation
+    (`grad_fn_name`), less the set-up every case shares. Without the case, the failing step's
+    snippet alone."""
+    step = getattr(check, "step", None)
+    step = result.step if step is None else step
+    case = (cases or {}).get(result.case_id)
+    if case is not None:
+        last = len(case.steps) - 1 if step is None else min(step, len(case.steps) - 1)
+        sources = [s.run for s in case.steps[: last + 1]]
+    else:
+        sources = [getattr(check, "snippet", None) or result.snippet or ""]
+    what = getattr(check, "what", None)
+    names: set[str] = set()
+    for source, mode in [*((s, "exec") for s in sources), (what or "", "eval")]:
+        names |= _names(source, mode)
+    return tuple(sorted(names - _COMMON - {"raises", "warns"}))
+
+
+def _names(source: str, mode: str) -> set[str]:
+    try:
+        tree = ast.parse(source, mode=mode)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            names.add(_dotted(node.func))
+        elif isinstance(node, ast.BinOp | ast.UnaryOp | ast.AugAssign):
+            operator = _OPERATORS.get(type(node.op))
+            if operator is not None:
+                names.add(operator)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            names.add("[]")
+    names.discard("")
+    return names
+
+
+def _dotted(func: ast.expr) -> str:
+    """`torch.autograd.grad` for a function of a module the case is given, `.sum` for a
+    method, the name itself for a plain call."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if not isinstance(func, ast.Attribute):
+        return ""
+    parts = [func.attr]
+    node = func.value
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id in _MODULES:
+        return ".".join([node.id, *reversed(parts)])
+    return f".{func.attr}"
+
+
+def expectations_text(engine: str, results: Sequence[Any], known: Any = None,
+                      cases: Mapping[str, Any] | None = None) -> str:
+    """An expectations file listing every failed or errored case, grouped by cause and by
+    what the case does (`involved`), with one reason per group to fill in
+    (`run --write-expectations`). `known` (an `Expectations`): the file's entries so far; an
+    entry that still matches a failing case keeps its reason. `cases`: case id to `Case`, so
+    a group is told by every step up to the failing one, not the failing step's alone."""
     failing = [r for r in results if r.verdict in ("failed", "error", "xfail")]
     kept: dict[str, str] = {}
     if known is not None:
@@ -100,19 +186,23 @@ def expectations_text(engine: str, results: Sequence[Any],
     lines = [
         f"# Expectations for {engine}, written by `python -m conformance run "
         "--write-expectations`.",
-        "# One group per cause, the most urgent first. Replace each group's reason (the same",
-        "# text on every line of the group) with what the engine does instead, and move the",
-        "# real bugs out of this file once they are fixed. Writing it again keeps the reasons",
-        "# of the entries that still match a failing case and adds groups for new failures.",
+        "# One group per cause and what its cases do, the most urgent first. Replace each",
+        "# group's reason (the same text on every line of the group) with what the engine",
+        "# does instead, and move the real bugs out of this file once they are fixed. Writing",
+        "# it again keeps the reasons of the entries that still match a failing case and adds",
+        "# groups for new failures.",
         "xfail:",
     ]
     if kept:
         lines += ["", "  # -- kept from the file as it was"]
         lines += [f"  {_scalar(prefix)}: {_scalar(reason)}" for prefix, reason in kept.items()]
-    for number, cause in enumerate(by_cause(failing), 1):
-        reason = f"FILL IN ({cause.level}): {cause.text}"
+    for number, cause in enumerate(by_cause(failing, cases or {}), 1):
+        where = f"; in {', '.join(cause.involves)}" if cause.involves else ""
+        reason = f"FILL IN ({cause.level}{where}): {cause.text}"
         lines += ["", f"  # -- cause {number}: {cause.level}, {cause.count} case(s): "
                       f"{_one_line(cause.text)}"]
+        if cause.involves:
+            lines.append(f"  # -- involves {_one_line(', '.join(cause.involves))}")
         for case_id in cause.case_ids:
             lines.append(f"  {_scalar(case_id)}: {_scalar(reason)}")
     if not failing and not kept:
@@ -130,10 +220,12 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:150]
 
 
-def write_expectations(path: Path, engine: str, results: Sequence[Any]) -> None:
-    """Write `path`; entries already in it that still match a failing case keep their reason."""
+def write_expectations(path: Path, engine: str, results: Sequence[Any],
+                       cases: Mapping[str, Any] | None = None) -> None:
+    """Write `path`; entries already in it that still match a failing case keep their reason.
+    `cases` (case id to `Case`) tells apart groups whose failures read alike."""
     from conformance.expectations import Expectations
     from conformance.reports import write_atomic
 
     known = Expectations.load(Path(path)) if Path(path).is_file() else None
-    write_atomic(Path(path), expectations_text(engine, results, known))
+    write_atomic(Path(path), expectations_text(engine, results, known, cases))

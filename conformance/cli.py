@@ -223,7 +223,8 @@ def _run(args: argparse.Namespace, cases: Sequence[Case], all_ids: Sequence[str]
     if args.write_expectations is not None:
         run = report.runs[0]
         write_expectations(args.write_expectations, run.engine.name,
-                           [r for r in run.results if r.verdict_at(run.level) != "passed"])
+                           [r for r in run.results if r.verdict_at(run.level) != "passed"],
+                           {case.id: case for case in cases})
     if args.repro_dir is not None:
         write_repros(report, args.repro_dir)
     with contextlib.suppress(BrokenPipeError):

@@ -175,6 +175,26 @@ def test_html_report_is_one_self_contained_file(tmp_path, broken):
     assert done.returncode == 0 and "Topics by engine" in path.read_text()
 
 
+def test_written_expectations_keep_unrelated_divergences_apart(torch_engine):
+    # Three wrong gradients of three different operations read alike ("x.grad: expected [...],
+    # observed [...]"); each needs its own reason, and two cases of one operation share one.
+    def gradient_case(name, op):
+        return _case({"id": f"topic.{name}", "rule": "r", "steps": [
+            {"run": f"x = torch.ones(2, requires_grad=True)\ny = {op}"},
+            {"run": "y.sum().backward()", "expect": {"x.grad": [5.0, 5.0]}}]})
+
+    cases = [gradient_case("sigmoid", "x.sigmoid()"), gradient_case("cumsum", "x.cumsum(0)"),
+             gradient_case("scaled", "x * 3"), gradient_case("scaled-again", "3 * x")]
+    results = [run_case(case, torch_engine) for case in cases]
+    assert len({normalise(r.message) for r in results}) == 1, "the causes read alike"
+    text = expectations_text("e", results, cases={case.id: case for case in cases})
+    reasons = yaml.safe_load(text)["xfail"]
+    assert len(set(reasons.values())) == 3, text
+    assert reasons["topic.scaled"] == reasons["topic.scaled-again"]
+    assert ".sigmoid" in reasons["topic.sigmoid"] and ".cumsum" in reasons["topic.cumsum"]
+    assert text.count("  # -- cause ") == 3
+
+
 def test_expectations_text_of_a_clean_run_is_valid_yaml():
     assert yaml.safe_load(expectations_text("e", [])) == {"xfail": {}}
 
