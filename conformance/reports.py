@@ -265,15 +265,12 @@ def to_markdown(report: SuiteReport) -> str:
             lines += [f"| {c.level} | {c.count} | {markdown_text(c.text)} | "
                       f"{markdown_code(c.case_ids[0])} |" for c in causes]
     for run in report.runs:
-        reasons: dict[str, list[str]] = {}
-        for result in run.results:
-            if result.verdict_at(run.level) == "xfail":
-                reasons.setdefault(result.reason or "", []).append(result.case_id)
+        reasons = _expected_divergences(run)
         if reasons:
             lines += ["", f"## Expected divergences: {markdown_text(run.engine.name)}", "",
                       "| cases | reason | e.g. |", "| ---: | --- | --- |"]
             lines += [f"| {len(ids)} | {markdown_text(reason)} | {markdown_code(ids[0])} |"
-                      for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1]))]
+                      for reason, ids in reasons]
     lines += ["", "## By topic", "", "| topic | engine | " + " | ".join(columns) + " |",
               "| --- | --- | " + " | ".join("---:" for _ in columns) + " |"]
     for topic in report.topics():
@@ -295,7 +292,8 @@ _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em}
 th{background:#f3f3f3}td.n{text-align:right}.passed{background:#e6f4ea}.failed{background:#fce8e6}
-.mixed{background:#fef7e0}details{margin:.3em 0}summary{cursor:pointer}
+.mixed{background:#fef7e0}.none{background:#eee;color:#666}
+details{margin:.3em 0}summary{cursor:pointer}
 pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 .surface{color:#666}.semantics{color:#a50e0e;font-weight:600}
 """
@@ -303,8 +301,9 @@ pre{background:#f7f7f7;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 
 def to_html(report: SuiteReport) -> str:
     """One self-contained HTML file (no server, no script): totals at both levels, what to
-    fix first, a topic by engine matrix, and each failure expandable to its checks, snippet,
-    expected, actual and repro script."""
+    fix first, the expected divergences with their reasons, a topic by engine matrix (grey
+    where nothing ran), and each failure expandable to its checks, snippet, expected, actual
+    and repro script."""
     def e(text: str) -> str:
         return html.escape(terminal_text(text))
 
@@ -316,13 +315,14 @@ def to_html(report: SuiteReport) -> str:
            f" {len(report.cases)} cases, {report.wall_s:.2f} s.</p>"]
     if report.interrupted:
         out.append("<p><strong>Interrupted:</strong> only the cases that ran are counted.</p>")
+    columns = _columns(report)
     out.append("<table><tr><th>engine</th><th>version</th><th>level</th>" + "".join(
-        f"<th>{c}</th>" for c in COLUMNS) + "<th>semantics: passed</th><th>failed</th></tr>")
+        f"<th>{c}</th>" for c in columns) + "<th>semantics: passed</th><th>failed</th></tr>")
     for run in report.runs:
         counts, semantic = run.summary(), run.summary(level="semantics")
         out.append(f"<tr><td>{e(run.engine.name)}</td><td>{e(str(run.engine.version))}</td>"
                    f"<td>{run.level}</td>" + "".join(f"<td class=n>{counts[c]}</td>"
-                                                    for c in COLUMNS)
+                                                    for c in columns)
                    + f"<td class=n>{semantic['passed']}</td>"
                      f"<td class=n>{semantic['failed']}</td></tr>")
     out.append("</table>")
@@ -335,6 +335,14 @@ def to_html(report: SuiteReport) -> str:
                     f"<td>{e(c.text)}</td><td>{e(', '.join(c.case_ids[:3]))}"
                     f"{' ...' if c.count > 3 else ''}</td></tr>" for c in causes]
             out.append("</table>")
+    for run in report.runs:
+        reasons = _expected_divergences(run)
+        if reasons:
+            out.append(f"<h2>Expected divergences: {e(run.engine.name)}</h2><table><tr>"
+                       "<th>cases</th><th>reason</th><th>e.g.</th></tr>")
+            out += [f"<tr><td class=n>{len(ids)}</td><td>{e(reason)}</td>"
+                    f"<td><code>{e(ids[0])}</code></td></tr>" for reason, ids in reasons]
+            out.append("</table>")
     out.append("<h2>Topics by engine</h2><table><tr><th>topic</th>" + "".join(
         f"<th>{e(run.engine.name)}</th>" for run in report.runs) + "</tr>")
     for topic in report.topics():
@@ -342,11 +350,17 @@ def to_html(report: SuiteReport) -> str:
         for run in report.runs:
             counts = run.summary(topic)
             bad = counts["failed"] + counts["error"]
-            ran = counts["passed"] + bad + counts["xfail"] + counts.get("stale", 0)
-            kind = "failed" if bad else ("passed" if counts["xfail"] == 0 else "mixed")
-            cells.append(f"<td class={kind}>{counts['passed']}/{ran} passed"
-                         + (f", {bad} failing" if bad else "")
-                         + (f", {counts['xfail']} xfail" if counts["xfail"] else "") + "</td>")
+            ran = counts["passed"] + bad + counts["xfail"] + counts["stale"]
+            if bad:
+                kind = "failed"
+            elif ran == 0:
+                kind = "none"  # nothing ran: not a pass, whatever the engine lacks
+            else:
+                kind = "mixed" if counts["xfail"] or counts["stale"] else "passed"
+            text = [f"{counts['passed']}/{ran} passed" if ran else "none run"]
+            text += [f"{bad} failing"] if bad else []
+            text += [f"{counts[c]} {c}" for c in ("xfail", "stale", "unsupported") if counts[c]]
+            cells.append(f"<td class={kind}>{', '.join(text)}</td>")
         out.append(f"<tr><td>{e(topic)}</td>{''.join(cells)}</tr>")
     out.append("</table>")
     for run in report.runs:
@@ -367,6 +381,16 @@ def to_html(report: SuiteReport) -> str:
                    if repro else "") + "</details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _expected_divergences(run: Any) -> list[tuple[str, list[str]]]:
+    """The reasons of the run's xfail cases at its level, each with its case ids, the reason
+    with the most cases first."""
+    reasons: dict[str, list[str]] = {}
+    for result in run.results:
+        if result.verdict_at(run.level) == "xfail":
+            reasons.setdefault(result.reason or "", []).append(result.case_id)
+    return sorted(reasons.items(), key=lambda kv: -len(kv[1]))
 
 
 def _at_level(run: Any) -> list[Any]:
