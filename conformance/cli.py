@@ -21,7 +21,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from conformance import engine_report, scaffold
 from conformance.case import Case
 from conformance.causes import write_expectations
 from conformance.engines import EngineError
-from conformance.executor import DEFAULT_TIMEOUT
+from conformance.executor import DEFAULT_TIMEOUT, CaseResult
 from conformance.expectations import ExpectationsError, read_once
 from conformance.fuzz import cli as fuzz_cli
 from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
@@ -42,7 +43,7 @@ from conformance.reports import (
     write_atomic,
     write_reports,
 )
-from conformance.suite import SuiteReport, run_suite
+from conformance.suite import EngineRun, SuiteReport, run_suite
 from conformance.workers import DEFAULT_MEMORY_MB, EngineWorkers, WorkerStartError
 
 
@@ -258,9 +259,10 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
                        "unsupported instead)")
             return 2, None
         overrides = _expectation_overrides(args.expectations, workers)
-        with read_once(overrides.values()):
+        with read_once(overrides.values()), \
+                _progress(len(cases) * len(workers), args.quiet) as on_result:
             report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
-                               all_case_ids=all_ids, level=args.level)
+                               all_case_ids=all_ids, level=args.level, on_result=on_result)
     except (EngineError, ExpectationsError) as exc:
         _error(f"error: {exc}")
         return 2, None
@@ -268,6 +270,43 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
         for worker in workers:
             worker.close()
     return 0, report
+
+
+@contextlib.contextmanager
+def _progress(total: int, quiet: bool) -> Iterator[Callable[[EngineRun, CaseResult], None] | None]:
+    """A progress line on stderr, moved on as each result arrives, for a person watching a
+    terminal: never when stderr is a file, a pipe or a CI log, nor with -q. It is cleared
+    when the run ends, so the failures and the summary that follow print as they would
+    without it."""
+    if quiet or total <= 0 or not _is_terminal(sys.stderr):
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, file=sys.stderr, unit="case", leave=False, dynamic_ncols=True,
+               desc="conformance")
+    bad: Counter[str] = Counter()
+
+    def on_result(run: EngineRun, result: CaseResult) -> None:
+        verdict = result.verdict_at(run.level)
+        if verdict in ("failed", "error"):
+            bad[verdict] += 1
+            bar.set_postfix_str(", ".join(f"{n} {v}" for v, n in sorted(bad.items())),
+                                refresh=False)
+        bar.update(1)
+
+    try:
+        yield on_result
+    finally:
+        bar.close()
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False
 
 
 def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMORY_MB,
