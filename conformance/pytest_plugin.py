@@ -6,7 +6,8 @@ skipped, `xfail` cases are xfailed, `stale` ones pass with a warning. A failure 
 the step, the snippet, expected against actual and a standalone repro script.
 
 Without `--engine` the plugin does nothing, so ordinary test runs are unaffected. Options:
-`--cases PATH` (repeatable; default `spec/cases`), `--spec DIR`, `--case-timeout SECONDS`.
+`--cases PATH` (repeatable; default `spec/cases`), `--spec DIR`, `--case-timeout SECONDS`,
+`--level full|semantics` (as `run --level`; default each adapter's own).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="folder with features.yaml, api.yaml and case.schema.json")
     group.addoption("--case-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-case timeout (default 10)")
+    group.addoption("--level", default=None, choices=("full", "semantics"),
+                    help="the level verdicts are read at (default: each adapter's own), as "
+                         "`python -m conformance run --level`")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -50,7 +54,7 @@ class Suite(pytest.Directory):
     def collect(self) -> Iterator[pytest.Item]:
         from conformance.cli import start_engines
         from conformance.engines import EngineError
-        from conformance.expectations import Expectations
+        from conformance.handle import expectations_for
         from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
         from conformance.workers import WorkerStartError
 
@@ -68,9 +72,9 @@ class Suite(pytest.Directory):
             raise pytest.UsageError(str(exc)) from None
         for workers in started:
             config.add_cleanup(workers.close)
-            expectations = Expectations.load(workers.engine.expectations)
+            expectations = expectations_for(workers)
             for case in result.cases:
-                item = CaseItem.from_parent(self, name=f"{case.id}[{workers.engine.name}]",
+                item = CaseItem.from_parent(self, name=f"{case.id}[{workers.facts.name}]",
                                             case=case, engine=workers, expectations=expectations)
                 for marker in [case.topic] + [f"feature_{f}" for f in case.features]:
                     marker = re.sub(r"\W", "_", marker)
@@ -88,22 +92,23 @@ class CaseItem(pytest.Item):
         self.result: Any = None
 
     def runtest(self) -> None:
-        from conformance.executor import DEFAULT_TIMEOUT, not_run, settle
+        from conformance.executor import DEFAULT_TIMEOUT
+        from conformance.handle import judge
 
-        timeout = self.config.getoption("case_timeout") or DEFAULT_TIMEOUT
-        entry = self.expectations.match(self.case.id)
-        result = not_run(self.case, self.engine.engine, None, entry)
-        if result is None:
-            result = settle(self.engine.run(self.case, timeout=timeout), entry,
-                            self.expectations.source)
+        result = judge(self.case, self.engine, self.expectations,
+                       timeout=self.config.getoption("case_timeout") or DEFAULT_TIMEOUT,
+                       level=self.config.getoption("level"))
         self.result = result
-        if result.verdict == "unsupported":
+        # The verdict `run` reports: at `semantics`, a case whose only failed checks are
+        # PyTorch's surface has passed.
+        verdict = result.verdict_at(result.level)
+        if verdict == "unsupported":
             pytest.skip(result.message)
-        if result.verdict == "xfail":
+        if verdict == "xfail":
             pytest.xfail(result.reason or result.message)
-        if result.verdict == "stale":
+        if verdict == "stale":
             warnings.warn(pytest.PytestWarning(result.message), stacklevel=1)
-        if result.verdict in ("failed", "error"):
+        if verdict in ("failed", "error"):
             raise CaseFailure()
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
@@ -119,4 +124,4 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path | str, int | None, str]:
         line = self.case.line - 1 if self.case.line else None
-        return self.case.file or "<case>", line, f"{self.case.id} on {self.engine.engine.name}"
+        return self.case.file or "<case>", line, f"{self.case.id} on {self.engine.facts.name}"

@@ -4,15 +4,17 @@
     ...     report = run_suite(cases, [refimpl, torch])
     >>> report.run_for("torch").summary()["passed"]                                # doctest: +SKIP
 
-An engine given as `EngineWorkers` runs in its own worker processes (`conformance.workers`), and
-such engines run side by side, one thread each waiting on its workers. An `Engine` object runs
-in this process, one case after the other: the in-memory engines of the project's own tests use
-that. `on_result` sees every result as it arrives, so a report can be written as the run goes;
-Ctrl-C stops the run between cases and returns what has been done, marked `interrupted`.
+Every engine is an `EngineHandle` (`conformance.handle`) and every verdict comes from
+`handle.judge`. Engines in worker processes run side by side, one thread each waiting on its
+workers; an `Engine` object given directly runs in this process, one case after the other (the
+in-memory engines of the project's own tests). `on_result` sees every result as it arrives, so
+a report can be written as the run goes; Ctrl-C stops the run between cases and returns what
+has been done, marked `interrupted`.
 """
 
 from __future__ import annotations
 
+import random
 import subprocess
 import threading
 import time
@@ -25,17 +27,24 @@ from typing import Any
 
 from conformance.case import Case
 from conformance.engines.base import Engine
-from conformance.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult, not_run, run_case, settle
+from conformance.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult
 from conformance.expectations import Entry, Expectations
+from conformance.handle import (
+    Aborted,
+    EngineFacts,
+    EngineHandle,
+    as_handle,
+    expectations_for,
+    judge,
+)
 from conformance.loader import REPO_ROOT
-from conformance.workers import Aborted, EngineWorkers, RemoteEngine
 
 SUMMARY_KEYS = VERDICTS
 
 
 @dataclass
 class EngineRun:
-    engine: Engine | RemoteEngine
+    engine: EngineFacts
     results: list[CaseResult] = field(default_factory=list)
     unused_expectations: list[Entry] = field(default_factory=list)
     expectations_source: str | None = None
@@ -72,71 +81,71 @@ class SuiteReport:
         return next(run for run in self.runs if run.engine.name == name)
 
 
-def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineWorkers], *,
+def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineHandle], *,
               timeout: float | None = DEFAULT_TIMEOUT,
               expectations: dict[str, Path] | None = None,
               all_case_ids: Sequence[str] | None = None,
               on_result: Callable[[EngineRun, CaseResult], None] | None = None,
-              stop: threading.Event | None = None, level: str | None = None) -> SuiteReport:
+              stop: threading.Event | None = None, level: str | None = None,
+              shuffle: int | None = None) -> SuiteReport:
     """Run every case on every engine. `expectations` overrides an engine's expectations file
     (keyed by engine name). An expectations entry is stale only when it matches none of
     `all_case_ids` (default: the cases run), so running a selection reports none. `level`
-    (`full` or `semantics`) is the level verdicts are read at; None: each adapter's own."""
+    (`full` or `semantics`) is the level verdicts are read at; None: each adapter's own.
+    `shuffle` runs the cases in an order drawn from that seed (the same for every engine), so
+    engine state kept between cases shows; results and reports keep the cases' order."""
     start = time.perf_counter()
     stop = stop or threading.Event()
     lock = threading.Lock()
+    timeout = timeout or DEFAULT_TIMEOUT
     known_ids = list(all_case_ids) if all_case_ids is not None else [c.id for c in cases]
+    order = list(cases)
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(order)
     runs = []
     for engine in engines:
-        info = engine.engine if isinstance(engine, EngineWorkers) else engine
-        path = (expectations or {}).get(info.name, info.expectations)
-        run = EngineRun(info, expectations_source=str(path) if path else None,
-                        level=level or getattr(info, "level", "full"))
-        run.unused_expectations = Expectations.load(path).unused(known_ids)
-        runs.append((run, engine, Expectations.load(path)))
+        handle = as_handle(engine)
+        listed = expectations_for(handle, expectations)
+        run = EngineRun(handle.facts, expectations_source=listed.source,
+                        level=level or getattr(handle.facts, "level", "full"))
+        run.unused_expectations = listed.unused(known_ids)
+        runs.append((run, handle, listed))
 
-    def record(run: EngineRun, result: CaseResult) -> None:
-        result.level = run.level
-        with lock:
-            run.results.append(result)
-            if on_result is not None:
-                on_result(run, result)
-
-    def drive(run: EngineRun, engine: Engine | EngineWorkers, listed: Expectations) -> None:
+    def drive(run: EngineRun, handle: EngineHandle, listed: Expectations) -> None:
         engine_start = time.perf_counter()
-        for case in cases:
+        for case in order:
             if stop.is_set():
                 break
-            entry = listed.match(case.id)
-            result = not_run(case, run.engine, None, entry)
-            if result is None and isinstance(engine, EngineWorkers):
-                try:
-                    outcome = engine.run(case, timeout=timeout or DEFAULT_TIMEOUT)
-                except Aborted:
-                    break
-                result = settle(outcome, entry, listed.source)
-                if case.id in engine.repros:
-                    run.repros[case.id] = engine.repros.pop(case.id)
-            elif result is None:
-                result = run_case(case, engine, timeout=timeout, expectations=listed)
-            record(run, result)
+            try:
+                result = judge(case, handle, listed, timeout=timeout, level=run.level)
+            except Aborted:
+                break
+            if case.id in handle.repros:
+                run.repros[case.id] = handle.repros.pop(case.id)
+            with lock:
+                run.results.append(result)
+                if on_result is not None:
+                    on_result(run, result)
         run.wall_s = time.perf_counter() - engine_start
 
-    in_workers = [item for item in runs if isinstance(item[1], EngineWorkers)]
-    with ThreadPoolExecutor(max_workers=max(1, len(in_workers))) as threads:
-        futures = [threads.submit(drive, *item) for item in in_workers]
+    beside = [item for item in runs if item[1].runs_beside_others]
+    with ThreadPoolExecutor(max_workers=max(1, len(beside))) as threads:
+        futures = [threads.submit(drive, *item) for item in beside]
         try:
             for item in runs:
-                if not isinstance(item[1], EngineWorkers):
+                if not item[1].runs_beside_others:
                     drive(*item)
             while wait(futures, timeout=0.2).not_done:  # short waits: Ctrl-C gets through
                 pass
         except KeyboardInterrupt:
             stop.set()  # each engine's thread stops; a case in flight gets no verdict
-            for _, engine, _ in in_workers:
-                engine.abort()
+            for _, handle, _ in beside:
+                handle.abort()
         for future in futures:
             future.result()
+    position = {case.id: index for index, case in enumerate(cases)}
+    for run, _, _ in runs:
+        run.results.sort(key=lambda result: position.get(result.case_id, len(position)))
     return SuiteReport(list(cases), [run for run, _, _ in runs], time.perf_counter() - start,
                        interrupted=stop.is_set())
 

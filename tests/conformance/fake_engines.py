@@ -22,3 +22,11 @@ def make_renamed_nodes():
             return "Node:" + type(node).__name__
 
     return RenamedNodes("renamed-nodes", "refimpl")
+
+
+def make_semantics_renamed_nodes():
+    """The renamed-nodes engine held to the `semantics` level: its node names are surface."""
+    engine = make_renamed_nodes()
+    engine.name = "semantics-renamed-nodes"
+    engine.level = "semantics"
+    return engine
