@@ -11,8 +11,9 @@ A step that expects `raises` is met only by a real refusal of the engine, never 
 - An exception the adapter raised itself (a `raise` statement in the adapter's own files) is not
   the engine's refusal; an adapter may translate an engine's exception (`raise ... from exc`).
 - An exception that means "this engine lacks a name" is never a refusal: a NameError, an
-  AttributeError from reading an attribute, a NotImplementedError, an ImportError, or a
-  TypeError raised by the interpreter at the call itself (a signature the engine does not have,
+  AttributeError from reading an attribute in the case's statement or the adapter's facade, a
+  NotImplementedError, an ImportError, or a TypeError raised by the interpreter at the call
+  itself (a signature the engine does not have,
   an operator or protocol its objects lack). Where PyTorch itself raises that class (writing a
   read-only attribute raises AttributeError; a meta tensor's backward raises
   NotImplementedError), an exception of the same class raised the same way still counts.
@@ -258,7 +259,9 @@ def _lacks_name(raised: Raised, expected_type: str, files: frozenset[str],
         return "a module the engine cannot import"
     if isinstance(exc, NotImplementedError) and expected_type != type(exc).__name__:
         return "the engine does not implement it"
-    if isinstance(exc, AttributeError):
+    if isinstance(exc, AttributeError) and _at_the_call(exc, raised.code, files):
+        # Read by the case's statement or the adapter's facade: the engine lacks the name.
+        # (An AttributeError deep in the engine's own code is how that engine refused.)
         node = raised.node
         stores = (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
                   if node is not None else stage(raised.statement) == "attribute")
