@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="full: PyTorch's surface too (node names, messages, repr, identity); "
                           "semantics: values, gradients, flags, which step raises or warns "
                           "(default: the adapter's own level, full for refimpl and torch)")
+    run.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                     help="run the cases in an order drawn from SEED (the same on every "
+                          "engine), so engine state kept from one case to the next shows; "
+                          "reports keep the cases' order")
+    run.add_argument("--fresh-worker", action="store_true",
+                     help="run every case in a fresh worker process (slower: each worker "
+                          "loads the engine), so no case sees engine state another left")
     run.add_argument("--allow-unavailable", action="store_true",
                      help="report an engine that cannot run here (no CUDA device) as "
                           "unsupported instead of failing")
@@ -246,7 +253,8 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
                  specs: Sequence[str]) -> tuple[int, SuiteReport | None]:
     """Load the engines and run the suite: an exit status, and the report when there is one."""
     try:
-        workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec)
+        workers = start_engines(specs, memory_mb=args.memory_limit, spec_dir=args.spec,
+                                fresh_worker_per_case=args.fresh_worker)
     except (EngineError, WorkerStartError) as exc:
         _error(f"error: {exc}")
         return 2, None
@@ -262,7 +270,8 @@ def _run_engines(args: argparse.Namespace, cases: Sequence[Case], all_ids: Seque
         with read_once(overrides.values()), \
                 _progress(len(cases) * len(workers), args.quiet) as on_result:
             report = run_suite(cases, workers, timeout=args.timeout, expectations=overrides,
-                               all_case_ids=all_ids, level=args.level, on_result=on_result)
+                               all_case_ids=all_ids, level=args.level, on_result=on_result,
+                               shuffle=args.shuffle)
     except (EngineError, ExpectationsError) as exc:
         _error(f"error: {exc}")
         return 2, None
@@ -310,14 +319,17 @@ def _is_terminal(stream: object) -> bool:
 
 
 def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMORY_MB,
-                  spec_dir: Path = DEFAULT_SPEC_DIR) -> list[EngineWorkers]:
+                  spec_dir: Path = DEFAULT_SPEC_DIR,
+                  fresh_worker_per_case: bool = False) -> list[EngineWorkers]:
     """One `EngineWorkers` per engine spec, started side by side (each imports its engine)."""
     resources = SpecResources.load(spec_dir)
     features = sorted(resources.features or ())
     settable = sorted(resources.api.settable) if resources.api else []
     with ThreadPoolExecutor(max_workers=max(1, len(specs))) as threads:
         futures = [threads.submit(EngineWorkers, spec, memory_mb=memory_mb or None,
-                                  features=features, settable=settable) for spec in specs]
+                                  features=features, settable=settable,
+                                  fresh_worker_per_case=fresh_worker_per_case)
+                   for spec in specs]
         started, failed = [], None
         for future in futures:
             try:
