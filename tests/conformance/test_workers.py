@@ -57,20 +57,32 @@ def messages(report, engine: str) -> dict[str, str]:
     return {r.case_id.split(".", 1)[1]: r.message for r in report.run_for(engine).results}
 
 
-@pytest.mark.parametrize(("factory", "what"), [
-    ("hangs", "did not answer within 6 s and was killed"),
-    ("swallows_timeout", "did not answer within 6 s and was killed"),
-    ("exits", "the engine raised SystemExit: 3"),
-    ("hard_exits", "exited with status 4"),
-    ("segfaults", "was killed by SIGSEGV"),
+@pytest.mark.parametrize(("factory", "what", "frame"), [
+    ("hangs", "did not answer within 6 s and was killed", "_hang_with_sigalrm_blocked"),
+    ("swallows_timeout", "did not answer within 6 s and was killed", "_swallow_every_timeout"),
+    ("exits", "the engine raised SystemExit: 3", None),
+    ("hard_exits", "exited with status 4", None),
+    ("segfaults", "was killed by SIGSEGV", "_segfault"),
 ], ids=["hang with SIGALRM blocked", "timeout swallowed", "sys.exit", "os._exit", "segfault"])
-def test_a_dead_or_hung_worker_costs_one_case(tmp_path: Path, factory: str, what: str) -> None:
+def test_a_dead_or_hung_worker_costs_one_case(tmp_path: Path, factory: str, what: str,
+                                              frame: str | None) -> None:
     with EngineWorkers(f"faulty_workers:{factory}") as engine:
         report = run_suite(cases(tmp_path, BEFORE, TRIGGER, AFTER), [engine], timeout=1)
     name = report.runs[0].engine.name
     assert verdicts(report, name) == {"before": "passed", "trigger": "error", "after": "passed"}
-    assert what in messages(report, name)["trigger"]
-    assert "a fresh worker runs the next case" in messages(report, name)["trigger"]
+    message = messages(report, name)["trigger"]
+    assert what in message
+    assert "a fresh worker runs the next case" in message
+    if frame is not None:
+        # The Python stack the worker was in when it hung or crashed, innermost first.
+        stack = message.split("the worker's Python stack (most recent call first):\n", 1)[1]
+        assert f" in {frame}\n" in stack, message
+        assert len(stack.splitlines()) <= 41
+    # The worker that ran it is gone; the fresh one wrote its repro script.
+    script = report.run_for(name).repros["topic.trigger"]
+    assert script.startswith(f"# Repro: case topic.trigger on engine {name} ")
+    assert "x = torch.ones(13)" in script
+    compile(script, "repro", "exec")
 
 
 def test_a_leaking_engine_is_recycled_before_it_runs_out_of_memory(tmp_path: Path) -> None:
@@ -166,22 +178,39 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
         [sys.executable, "-m", "conformance", "run", "--engine", "faulty_workers:hangs",
          "--cases", str(tmp_path / "topic.yaml"), "--spec", str(DATA / "spec"),
          "--timeout", "30", "--json", str(paths["json"]), "--junit", str(paths["xml"]),
-         "--markdown", str(paths["md"])], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+         "--markdown", str(paths["md"])], cwd=REPO, env={**ENV, "PYTHONFAULTHANDLER": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while json.loads(paths["json"].read_text() or "{}").get("status") != "running" \
-            if paths["json"].exists() else True:
-        assert time.monotonic() < deadline
+    while not paths["json"].exists() \
+            or json.loads(paths["json"].read_text() or "{}").get("status") != "running":
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _fail_with_output(proc, "the run ended or stalled before it wrote its placeholder")
         time.sleep(0.1)
     time.sleep(delay)  # 2 s: the first case is hanging in its worker; 0: engines loading
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        _fail_with_output(proc, "the run did not stop within 60 s of the signal")
+    assert proc.returncode == 130, f"stdout:\n{out}\nstderr:\n{err}"
     data = json.loads(paths["json"].read_text())
     assert data["status"] == "interrupted"
     assert len(data["results"]) < 3
     assert 'status="interrupted"' in paths["xml"].read_text()
     assert "**Interrupted:**" in paths["md"].read_text()
+
+
+def _fail_with_output(proc: subprocess.Popen, what: str) -> None:
+    """Stop `proc` and fail with what it printed: a stuck run says where it was (SIGABRT
+    makes its faulthandler print every thread's stack)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    out, err = proc.communicate()
+    pytest.fail(f"{what} (exit status {proc.returncode})\nstdout:\n{out}\nstderr:\n{err}")
 
 
 def _umask() -> int:
