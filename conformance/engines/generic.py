@@ -113,11 +113,11 @@ class TorchLikeEngine(Engine):
         torch.autograd.set_detect_anomaly(False)
         if hasattr(torch, "set_default_dtype"):
             torch.set_default_dtype(torch.float32)
-        forward_ad = torch.autograd.forward_ad
-        for _ in range(MAX_LEVELS):
+        exit_level = getattr(getattr(torch.autograd, "forward_ad", None), "exit_dual_level", None)
+        for _ in range(MAX_LEVELS if exit_level is not None else 0):
             if not self._dual_level_open():
                 break
-            forward_ad.exit_dual_level()
+            exit_level()
         if hasattr(torch, "set_warn_always"):
             # PyTorch emits some warnings once per process unless told otherwise; every case
             # must see its warnings whatever ran before it.
@@ -128,18 +128,21 @@ class TorchLikeEngine(Engine):
         return "; ".join(changes) if changes else None
 
     def _state_changes(self) -> list[str]:
-        """The thread-local autograd state that differs from a fresh thread's."""
+        """The thread-local autograd state that differs from a fresh thread's, as far as the
+        module can tell (an engine without a query has nothing to report for it)."""
         torch = self.torch
         changes = []
-        if not torch.is_grad_enabled():
+        if _ask(torch, "is_grad_enabled") is False:
             changes.append("grad mode is off")
-        inference = getattr(torch, "is_inference_mode_enabled", None)
-        if inference is not None and inference():
+        if _ask(torch, "is_inference_mode_enabled"):
             changes.append("inference mode is on")
-        if torch.is_anomaly_enabled():
+        if _ask(torch, "is_anomaly_enabled"):
             changes.append("anomaly mode is on")
-        if hasattr(torch, "get_default_dtype") and torch.get_default_dtype() != torch.float32:
-            changes.append(f"the default dtype is {torch.get_default_dtype()}")
+        dtype = _ask(torch, "get_default_dtype")
+        float32 = getattr(torch, "float32", None)
+        if dtype is not None and not (dtype == float32
+                                      or str(dtype).rsplit(".", 1)[-1] == "float32"):
+            changes.append(f"the default dtype is {dtype}")
         if self._dual_level_open():
             changes.append("a forward-AD level is open")
         if self._saved_tensors_hooks_installed():
@@ -162,8 +165,8 @@ class TorchLikeEngine(Engine):
                       "_top_saved_tensors_default_hooks", None)
         if top is not None:
             return top(False) is not None
-        stack = getattr(getattr(torch.autograd.graph, "SAVED_TENSORS_HOOKS", None), "stack", None)
-        return bool(stack)
+        graph = getattr(getattr(torch, "autograd", None), "graph", None)
+        return bool(getattr(getattr(graph, "SAVED_TENSORS_HOOKS", None), "stack", None))
 
     def has_values(self, tensor: Any) -> bool:
         return not getattr(tensor, "is_meta", False)
@@ -315,6 +318,17 @@ def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> N
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         values = rng.uniform(-bound, bound, tuple(parameter.shape))
         engine.assign_parameter(parameter, values)
+
+
+def _ask(module: Any, query: str) -> Any:
+    """`module.query()`, or None when the module has no such query or it fails."""
+    function = getattr(module, query, None)
+    if function is None:
+        return None
+    try:
+        return function()
+    except Exception:  # noqa: BLE001 - a query the engine cannot answer tells nothing
+        return None
 
 
 def _has_meta_device(module: Any) -> bool:
