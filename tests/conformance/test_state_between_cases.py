@@ -83,3 +83,13 @@ def test_state_held_beyond_the_case_is_reported(name: str) -> None:
         if generator is not None:
             generator.close()
     assert engine.state_leak() is None
+
+
+@pytest.mark.parametrize("name", ["torch", "refimpl", "mygrad", "tinygrad", "paddle", "jax"])
+def test_a_fresh_engine_reports_no_leak(name: str) -> None:
+    # A leak reported where there is none would replace the worker after every case.
+    engine = load_engine(name)
+    if not engine.available:
+        pytest.skip(f"{name} is not installed here: {engine.unavailable_reason}")
+    engine.reset()
+    assert engine.state_leak() is None
