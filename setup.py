@@ -3,9 +3,9 @@
 The repository keeps the data at the top level (`spec/`: cases, schema, features, API vocabulary,
 sources, claims, the case language), where authors and other runners read it. A wheel must carry
 it too, so that an installed `autograd-conformance` needs no checkout: building copies `spec/`
-into the package as `conformance/spec/`, which `conformance.loader.DEFAULT_SPEC_DIR` prefers when
-it is there (MANIFEST.in puts `spec/` into an sdist, so a wheel built from one has it too).
-Everything else about the build is declared in pyproject.toml.
+into the package as `conformance/spec/`, which `conformance.casefile.files.DEFAULT_SPEC_DIR`
+prefers when it is there (MANIFEST.in puts `spec/` into an sdist, so a wheel built from one has
+it too). Everything else about the build is declared in pyproject.toml.
 """
 
 from __future__ import annotations

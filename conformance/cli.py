@@ -23,28 +23,33 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from conformance import engine_report, scaffold
-from conformance.case import Case
-from conformance.causes import write_expectations
+from conformance import scaffold
+from conformance.casefile.case import Case
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.engines import EngineError
-from conformance.executor import DEFAULT_TIMEOUT, CaseResult
-from conformance.expectations import ExpectationsError, read_once
 from conformance.fuzz import cli as fuzz_cli
-from conformance.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.reference import cli as docs_cli
-from conformance.reports import (
+from conformance.report import engine_report
+from conformance.report.formats import (
     failure_text,
     running_placeholder,
     summary_table,
     terminal_text,
     write_atomic,
+    write_expectations,
     write_reports,
 )
-from conformance.suite import EngineRun, SuiteReport, run_suite
-from conformance.workers import DEFAULT_MEMORY_MB, EngineWorkers, WorkerStartError
+from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult
+from conformance.run.workers import (
+    DEFAULT_MEMORY_MB,
+    EngineWorkers,
+    WorkerStartError,
+    start_engines,
+)
+from conformance.verdict.expectations import ExpectationsError, read_once
+from conformance.verdict.suite import EngineRun, SuiteReport, run_suite
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -316,36 +321,6 @@ def _is_terminal(stream: object) -> bool:
         return bool(isatty is not None and isatty())
     except ValueError:  # a closed stream
         return False
-
-
-def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMORY_MB,
-                  spec_dir: Path = DEFAULT_SPEC_DIR,
-                  fresh_worker_per_case: bool = False) -> list[EngineWorkers]:
-    """One `EngineWorkers` per engine spec, started side by side (each imports its engine)."""
-    resources = SpecResources.load(spec_dir)
-    features = sorted(resources.features or ())
-    settable = sorted(resources.api.settable) if resources.api else []
-    with ThreadPoolExecutor(max_workers=max(1, len(specs))) as threads:
-        futures = [threads.submit(EngineWorkers, spec, memory_mb=memory_mb or None,
-                                  features=features, settable=settable,
-                                  fresh_worker_per_case=fresh_worker_per_case)
-                   for spec in specs]
-        started, failed = [], None
-        for future in futures:
-            try:
-                started.append(future.result())
-            except (EngineError, WorkerStartError) as exc:
-                failed = failed or exc
-            except BaseException:  # Ctrl-C while loading: no worker may outlive the run
-                for other in futures:
-                    if other.exception() is None:
-                        other.result().close()
-                raise
-    if failed is not None:
-        for worker in started:
-            worker.close()
-        raise failed
-    return started
 
 
 def _expectation_overrides(items: Sequence[str], workers: Sequence[EngineWorkers]

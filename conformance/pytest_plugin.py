@@ -52,11 +52,10 @@ class CaseFailure(Exception):
 
 class Suite(pytest.Directory):
     def collect(self) -> Iterator[pytest.Item]:
-        from conformance.cli import start_engines
+        from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
         from conformance.engines import EngineError
-        from conformance.handle import expectations_for
-        from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
-        from conformance.workers import WorkerStartError
+        from conformance.run.workers import WorkerStartError, start_engines
+        from conformance.verdict.judge import expectations_for
 
         config = self.config
         paths = [Path(p) for p in config.getoption("cases")] or [DEFAULT_SPEC_DIR / "cases"]
@@ -92,8 +91,8 @@ class CaseItem(pytest.Item):
         self.result: Any = None
 
     def runtest(self) -> None:
-        from conformance.executor import DEFAULT_TIMEOUT
-        from conformance.handle import judge
+        from conformance.run.executor import DEFAULT_TIMEOUT
+        from conformance.verdict.judge import judge
 
         result = judge(self.case, self.engine, self.expectations,
                        timeout=self.config.getoption("case_timeout") or DEFAULT_TIMEOUT,
@@ -114,7 +113,7 @@ class CaseItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailure) and self.result is not None:
-            from conformance.reports import failure_text
+            from conformance.report.formats import failure_text
 
             script = self.engine.repros.get(self.case.id, "(none: see the message above)")
             where = f"{self.case.file}:{self.case.line}" if self.case.file else "(in memory)"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from conformance.loader import DEFAULT_SPEC_DIR
-from conformance.sources import collapse, load_sources
+from conformance.casefile.loader import DEFAULT_SPEC_DIR
+from conformance.casefile.sources import collapse, load_sources
 
 OUTPUT_NAME = "TRACEABILITY.md"
 

@@ -77,7 +77,7 @@ def test_wheel_carries_the_specification(wheel: Path) -> None:
 
 def test_installed_package_runs_from_an_empty_folder(env: Path, tmp_path: Path) -> None:
     python, cli = str(env / "bin" / "python"), str(env / "bin" / "autograd-conformance")
-    where = run([python, "-c", "import conformance, refimpl, conformance.loader as l; "
+    where = run([python, "-c", "import conformance, refimpl, conformance.casefile.loader as l; "
                  "print(conformance.__file__); print(refimpl.__file__); "
                  "print(l.DEFAULT_SPEC_DIR)"], cwd=tmp_path).stdout.split()
     assert all(path.startswith(str(env)) for path in where), where

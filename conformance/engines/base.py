@@ -23,14 +23,15 @@ torch-shaped API (how to turn a tensor into NumPy, what a backward node is calle
 
 from __future__ import annotations
 
+import builtins
+import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-
-from conformance.refusals import adapter_files
 
 Strictness = Literal["exact", "prefix", "type"]
 DESCRIBED = ("name", "version", "device", "torch_version", "message_strictness", "level",
@@ -52,14 +53,14 @@ class Engine(ABC):
     node names, messages, repr) or `semantics` (values, gradients, flags, which step raises)."""
     features: frozenset[str] = frozenset()
     expectations: Path | None = None
-    """The implementer's skip/xfail file (see `conformance.expectations`), if any."""
+    """The implementer's skip/xfail file (see `conformance.verdict.expectations`), if any."""
     unavailable_reason: str | None = None
     """Why the engine cannot run here (missing package, no CUDA device); None when it can."""
     _adapter_files: frozenset[str] | None = None
     refusal_types: tuple[type[BaseException], ...] = ()
     """The engine's exception classes that mean "refused", when it has such classes. Empty:
     any exception is a refusal except those that mean a missing name, a crash, or the
-    adapter's own `raise` (`conformance.refusals`). Set: only these, or the class a case
+    adapter's own `raise` (`conformance.run.refusals`). Set: only these, or the class a case
     names, are refusals at the `semantics` level."""
 
     @property
@@ -101,7 +102,7 @@ class Engine(ABC):
         default is the runner's package and the modules of this class's hierarchy; an
         adapter that keeps its facades in other modules adds their files."""
         if self._adapter_files is None:
-            self._adapter_files = adapter_files(self)
+            self._adapter_files = _adapter_files(self)
         return self._adapter_files
 
     def grad_fn(self, tensor: Any) -> Any:
@@ -129,7 +130,7 @@ class Engine(ABC):
         adapter's own hooks: node names, next_functions, dtype names, to_numpy) in a
         standalone repro script."""
         return (
-            "from conformance.compare import helpers\n"
+            "from conformance.run.compare import helpers\n"
             "from conformance.engines import load_engine\n"
             "import numpy as np\n"
             f"_engine = load_engine({(self.spec or self.name)!r})\n"
@@ -160,3 +161,22 @@ class EngineUnavailable(Engine):
 
     def is_tensor(self, obj: Any) -> bool:
         return False
+
+
+def _adapter_files(engine: Any) -> frozenset[str]:
+    """The files of the adapter's own code: the runner's package and every module of the
+    engine class's hierarchy (an out-of-tree adapter's module among them)."""
+    files = set()
+    package = sys.modules[__name__.split(".")[0]]
+    root = getattr(package, "__path__", [None])[0]
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if root is not None and isinstance(path, str) and path.startswith(root + os.sep):
+            files.add(path)
+    for cls in type(engine).__mro__:
+        module = sys.modules.get(cls.__module__)
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            files.add(path)
+    files.discard(builtins.__file__ if hasattr(builtins, "__file__") else "")
+    return frozenset(files)

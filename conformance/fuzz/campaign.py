@@ -76,7 +76,7 @@ def test_campaign_shard(shard: int) -> None:
     other_name = names[1] if names[0] == reference_name else names[0]
     base = os.environ.get("AUTOGRAD_FUZZ_SEED")
     examples = int(os.environ.get("AUTOGRAD_FUZZ_EXAMPLES", PROFILES["campaign"].examples))
-    from conformance.cli import start_engines
+    from conformance.run.workers import start_engines
 
     reference, other = start_engines([reference_name, other_name])
     try:

@@ -25,7 +25,7 @@ from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
-from conformance.workers import WorkerStartError
+from conformance.run.workers import WorkerStartError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     prefer_single_thread()
     if jobs > 1:
         return _run_in_parallel(args, reference_name, other_name, jobs)
-    from conformance.cli import start_engines
+    from conformance.run.workers import start_engines
 
     try:
         # Each engine in its own worker process: the fuzzer compares plain records.

@@ -6,7 +6,7 @@
     >>> a = observe(compiled, torch_engine); b = observe(compiled, other)  # doctest: +SKIP
     >>> first_mismatch(a, b, strictness="exact")                          # doctest: +SKIP
 
-Statements run exactly as in the executor (`conformance.executor.run_statements`: same
+Statements run exactly as in the executor (`conformance.run.executor.run_statements`: same
 namespace, same warning capture, same error stage), so a program that agrees here gives the
 same verdict as the case written from it. Observations are normalised to plain data: a tensor
 becomes a `TensorObservation` (dtype, shape, device, NumPy values), an observation that raises
@@ -25,15 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from conformance.compare import TOLERANCES
 from conformance.engines.base import Engine
-from conformance.executor import (
+from conformance.fuzz.program import Program
+from conformance.run import wire
+from conformance.run.compare import TOLERANCES
+from conformance.run.executor import (
     clean_warning,
     message_matches,
     new_namespace,
     run_statements,
 )
-from conformance.fuzz.program import Program
 
 # Engines may sum in different orders: float32 gets a looser relative tolerance than a case's
 # (1.3e-6), or rounding alone would be reported; float64 keeps the case tolerance.
@@ -69,6 +70,11 @@ class RaisedObservation:
 
     def text(self) -> str:
         return f"<observing raised {self.type}: {self.message}>"
+
+
+# Observations of these classes travel from a worker tagged by these names.
+wire.register("tensor", TensorObservation)
+wire.register("raised", RaisedObservation)
 
 
 @dataclass(frozen=True)

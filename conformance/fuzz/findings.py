@@ -21,9 +21,10 @@ from typing import Any
 
 import yaml
 
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.features import derive
+from conformance.casefile.loader import load
 from conformance.engines.base import Engine
-from conformance.features import derive
 from conformance.fuzz.differential import (
     Mismatch,
     RaisedObservation,
@@ -31,9 +32,8 @@ from conformance.fuzz.differential import (
     TensorObservation,
 )
 from conformance.fuzz.program import Program, features_of
-from conformance.loader import load
-from conformance.refusals import stage
-from conformance.repro import repro_script
+from conformance.run.handle import as_handle
+from conformance.run.refusals import stage
 
 DEFAULT_OUT = Path("findings")
 CRASH = "runner crash"
@@ -84,9 +84,9 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
     """The case (expectations from `records`, the reference's) and repro for a mismatch."""
     digest = hashlib.sha256(f"{program.seed}\n{program.source()}".encode()).hexdigest()[:10]
     topic = f"fuzz_{digest}"
-    from conformance.workers import EngineWorkers, facts
+    reference, other = as_handle(reference), as_handle(other)
 
-    case_id = f"{topic}.{_slug(facts(other).name)}-vs-{_slug(facts(reference).name)}"
+    case_id = f"{topic}.{_slug(other.facts.name)}-vs-{_slug(reference.facts.name)}"
     steps = []
     differing = {d.what for d in mismatch.differences}
     for index, step in enumerate(program.steps[: mismatch.step + 1]):
@@ -113,7 +113,7 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
             steps += _raising_observations(record, differing)
     case: dict[str, Any] = {
         "id": case_id,
-        "rule": f"{facts(other).name} agrees with {facts(reference).name} on every observation "
+        "rule": f"{other.facts.name} agrees with {reference.facts.name} on every observation "
                 "of this generated program (a differential fuzzing finding).",
         "sources": [dict(SOURCE)],
     }
@@ -125,11 +125,8 @@ def build_finding(program: Program, mismatch: Mismatch, reference: Engine, other
     case["seed"] = program.seed
     case["steps"] = steps
     yaml_text = dump_cases([case])
-    if isinstance(other, EngineWorkers):
-        repro = other.repro_script(Case.from_dict(case), program.seed, mismatch.step)
-    else:
-        repro = repro_script(Case.from_dict(case), other, program.seed, mismatch.step)
-    return Finding(program, mismatch, facts(reference).name, facts(other).name, case, yaml_text,
+    repro = other.repro_script(Case.from_dict(case), program.seed, mismatch.step)
+    return Finding(program, mismatch, reference.facts.name, other.facts.name, case, yaml_text,
                    repro)
 
 

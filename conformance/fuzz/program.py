@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.case import Case
-from conformance.features import derive
+from conformance.casefile.case import Case
+from conformance.casefile.features import derive
 
 
 @dataclass(frozen=True)

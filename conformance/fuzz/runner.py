@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from hypothesis import given
 from hypothesis import seed as hypothesis_seed
 
 from conformance.engines.base import Engine
-from conformance.executor import CaseTimeout, watchdog
 from conformance.fuzz.differential import (
     CompiledProgram,
     Difference,
@@ -52,7 +51,9 @@ from conformance.fuzz.minimise import minimise
 from conformance.fuzz.profiles import DatabaseError, get_profile, shown
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
-from conformance.workers import EngineWorkers, facts
+from conformance.run import wire
+from conformance.run.executor import CaseTimeout
+from conformance.run.handle import EngineCrashed, EngineHandle, as_handle
 
 PROGRAM_TIMEOUT_S = 60.0
 """A program that one engine has not finished in this long is a crash finding (a hang)."""
@@ -214,25 +215,21 @@ class Progress:
             self.stream.flush()
 
 
-def default_families(*engines: Engine | EngineWorkers) -> tuple[str, ...]:
+def default_families(*engines: Engine | EngineHandle) -> tuple[str, ...]:
     """The program families every engine supports (a family is named after its feature)."""
-    return tuple(f for f in FAMILIES if all(facts(engine).supports(f) for engine in engines))
+    return tuple(f for f in FAMILIES
+                 if all(as_handle(engine).facts.supports(f) for engine in engines))
 
 
-def check_program(program: Program, reference: Engine | EngineWorkers,
-                  other: Engine | EngineWorkers) -> _MismatchFound | None:
+def check_program(program: Program, reference: Engine | EngineHandle,
+                  other: Engine | EngineHandle) -> _MismatchFound | None:
     """Run `program` on both engines; the mismatch (with the reference's records), if any.
 
     Engines in worker processes run the program side by side, each in its own process."""
-    if isinstance(reference, EngineWorkers) and isinstance(other, EngineWorkers):
-        pending = [(engine, engine.observe_later(program, PROGRAM_TIMEOUT_S))
-                   for engine in (reference, other)]
-        (records, crash_a), (other_records, crash_b) = [
-            engine.observed(future, PROGRAM_TIMEOUT_S) for engine, future in pending]
-    else:
-        compiled = compile_program(program)
-        records, crash_a = _observe_on(compiled, reference)
-        other_records, crash_b = _observe_on(compiled, other)
+    reference, other = as_handle(reference), as_handle(other)
+    pending = [engine.call_later(observe_program, program, timeout=PROGRAM_TIMEOUT_S)
+               for engine in (reference, other)]
+    (records, crash_a), (other_records, crash_b) = [_records(call) for call in pending]
     if crash_a or crash_b:
         if crash_a == crash_b:
             return None
@@ -240,7 +237,7 @@ def check_program(program: Program, reference: Engine | EngineWorkers,
         crash = Difference(CRASH, crash_a or "no crash", crash_b or "no crash")
         mismatch = Mismatch(len(program.steps) - 1, (crash,))
         return _MismatchFound(program, mismatch, records or [])
-    strictness = weakest(facts(reference).message_strictness, facts(other).message_strictness)
+    strictness = weakest(reference.facts.message_strictness, other.facts.message_strictness)
     mismatch = first_mismatch(records, other_records, strictness, program)
     return None if mismatch is None else _MismatchFound(program, mismatch, records)
 
@@ -268,15 +265,33 @@ def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine) -> _
     return last["found"]
 
 
-def _observe_on(compiled: CompiledProgram, engine: Engine | EngineWorkers
-                ) -> tuple[list[StepRecord] | None, str | None]:
-    if isinstance(engine, EngineWorkers):
-        return engine.observed(engine.observe_later(compiled.program, PROGRAM_TIMEOUT_S),
-                               PROGRAM_TIMEOUT_S)
-    # An engine in this process that hangs is interrupted (in the main thread) and reported
-    # as a crash, as a worker that hangs is.
-    with watchdog(PROGRAM_TIMEOUT_S):
-        return observe_safely(compiled, engine)
+def observe_program(engine: Engine, program: Program) -> dict[str, Any]:
+    """The records of `program` on `engine`, or its crash, as plain data (this runs where the
+    engine is: in a worker, or in this process)."""
+    records, crash = observe_safely(compile_program(program), engine)
+    return {"records": None if records is None else wire.plain(records, list[StepRecord]),
+            "crash": None if crash is None else wire.text(crash)}
+
+
+def _records(call: Any) -> tuple[list[StepRecord] | None, str | None]:
+    """The records of an `observe_program` call, or the engine's crash."""
+    try:
+        return decode_records(call.result())
+    except EngineCrashed as exc:
+        return None, str(exc)
+    except wire.MalformedData as exc:
+        return None, f"the engine's worker sent malformed data ({exc})"
+
+
+def decode_records(answer: Any) -> tuple[list[StepRecord] | None, str | None]:
+    """`observe_program`'s plain-data answer read back: the records, or the engine's crash;
+    raises `wire.MalformedData` for anything else."""
+    answer = wire.fields(answer, ("records", "crash"), "answer")
+    records = wire.strict(answer["records"], list[StepRecord] | None, "records")
+    crash = wire.strict(answer["crash"], str | None, "crash")
+    if (records is None) == (crash is None):
+        raise wire.MalformedData("records and a crash, or neither")
+    return records, crash
 
 
 def observe_safely(compiled: CompiledProgram, engine: Engine
@@ -294,16 +309,17 @@ def observe_safely(compiled: CompiledProgram, engine: Engine
         return None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-4)}"
 
 
-def preflight(*engines: Engine | EngineWorkers) -> None:
+def preflight(*engines: Engine | EngineHandle) -> None:
     """Raise FuzzSetupError unless every engine runs a one-line program."""
-    probe = compile_program(Program((ProgramStep("x = torch.ones(2, requires_grad=True)",
-                                                 ("x.requires_grad",)),)))
-    for engine in engines:
-        name = facts(engine).name
-        if not facts(engine).available:
+    probe = Program((ProgramStep("x = torch.ones(2, requires_grad=True)",
+                                 ("x.requires_grad",)),))
+    for engine in map(as_handle, engines):
+        name = engine.facts.name
+        if not engine.facts.available:
             raise FuzzSetupError(f"engine {name} is unavailable: "
-                                 f"{facts(engine).unavailable_reason}")
-        records, crash = _observe_on(probe, engine)
+                                 f"{engine.facts.unavailable_reason}")
+        records, crash = _records(engine.call_later(observe_program, probe,
+                                                    timeout=PROGRAM_TIMEOUT_S))
         if crash is not None:
             raise FuzzSetupError(f"engine {name} cannot run a one-line program: "
                                  f"{crash.splitlines()[0]}")
@@ -312,8 +328,9 @@ def preflight(*engines: Engine | EngineWorkers) -> None:
                                  f"requires_grad=True)`: {records[0]}")
 
 
-def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
-         seed: int | None = None, profile: str = "ci", out: Path | None = DEFAULT_OUT,
+def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
+         examples: int | None = None, seed: int | None = None, profile: str = "ci",
+         out: Path | None = DEFAULT_OUT,
          families: Iterable[str] | None = None, progress: bool = False,
          stream: TextIO | None = None, database: str | None = None,
          tick: Callable[[], None] | None = None,
@@ -335,6 +352,7 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
         hypothesis_settings = chosen.settings(examples, database)
     except DatabaseError as exc:
         raise FuzzSetupError(str(exc)) from None
+    reference, other = as_handle(reference), as_handle(other)
     preflight(reference, other)
     seed = chosen.seed if seed is None else seed
     families = default_families(reference, other) if families is None else tuple(families)
@@ -371,7 +389,7 @@ def fuzz(reference: Engine, other: Engine, *, examples: int | None = None,
             pass
         finally:
             bar.close()
-        result = FuzzResult(facts(reference).name, facts(other).name, bar.count,
+        result = FuzzResult(reference.facts.name, other.facts.name, bar.count,
                             time.perf_counter() - start, seed, chosen.name,
                             database=shown(location) if location else None,
                             first_mismatch_at=first_at[0] if first_at else None)

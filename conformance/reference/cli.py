@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conformance.loader import DEFAULT_SPEC_DIR
+from conformance.casefile.loader import DEFAULT_SPEC_DIR
 from conformance.reference.results import DEFAULT_ENGINES
 
 NEEDS = "sphinx, myst-parser and furo (pip install sphinx myst-parser furo)"
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from conformance.engines import EngineError
     from conformance.reference.generate import GenerateError
     from conformance.reference.results import ReportsError
-    from conformance.workers import WorkerStartError
+    from conformance.run.workers import WorkerStartError
 
     try:
         return build_site(args.out, spec_dir=args.spec, reports=args.reports,

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import yaml
 
-from conformance.case import Case
-from conformance.executor import VERDICTS
-from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.casefile.case import Case
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.casefile.sources import SourceDocument, collapse, load_sources
 from conformance.reference import rst
 from conformance.reference.results import EngineResults, describe, engine_facts, first_line
 from conformance.reference.session import TORCH_VERSION, render_case
-from conformance.sources import SourceDocument, collapse, load_sources
+from conformance.run.executor import VERDICTS
 from conformance.traceability import Claim, Trace, trace
 
 ORACLE = f"PyTorch {TORCH_VERSION} (CPU)"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.case import Case
-from conformance.executor import VERDICTS
+from conformance.casefile.case import Case
+from conformance.run.executor import VERDICTS
 
 # The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl) and the
 # third-party adapters it ships. The CUDA variants run the same adapters on a GPU.
@@ -62,9 +62,8 @@ def run_engines(cases: Sequence[Case], names: Sequence[str],
     whose package is not installed is left out, with a line on stderr, instead."""
     import sys
 
-    from conformance.cli import start_engines
-    from conformance.suite import run_suite
-    from conformance.workers import WorkerStartError
+    from conformance.run.workers import WorkerStartError, start_engines
+    from conformance.verdict.suite import run_suite
 
     workers = []
     for name in names:

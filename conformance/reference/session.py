@@ -7,7 +7,7 @@ and prints `<MulBackward0 object at 0x...>`, `shape(y)` as `y.shape`, `dtype(y)`
 `device(y)` as `y.device`; `graph(y)` has no PyTorch spelling and is shown as
 `print(graph(y))`. Errors are printed as tracebacks, warnings as `UserWarning: ...`::
 
-    >>> from conformance.case import Case
+    >>> from conformance.casefile.case import Case
     >>> case = Case.from_dict({"id": "t.a", "rule": "r", "steps": [
     ...     {"run": "x = torch.ones(2, requires_grad=True)\\ny = x * 2",
     ...      "expect": {"grad_fn_name(y)": "MulBackward0", "y": [2.0, 2.0]}}]})
@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.api import dotted
-from conformance.case import Case, ExpectedMessage, Step
+from conformance.casefile.case import Case, ExpectedMessage, Step
+from conformance.casefile.vocabulary import dotted
 from conformance.reference import printing
 
 TORCH_VERSION = "2.13.0"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loader import SpecResources
+from conformance.casefile.loader import SpecResources
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loader import MAX_MESSAGE, load
+from conformance.casefile.loader import MAX_MESSAGE, load
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -194,7 +194,7 @@ def test_np_expectations_are_checked_wherever_they_occur(tmp_path: Path, resourc
 def test_np_expectations_run_without_builtins() -> None:
     import numpy as np
 
-    from conformance.sandbox import eval_np
+    from conformance.casefile.sandbox import eval_np
 
     assert eval_np("np.exp(x) * 2", {"x": np.zeros(2)}).tolist() == [2.0, 2.0]
     assert eval_np("x.sum(axis=0)", {"x": np.ones((2, 3), dtype=np.float32)}).tolist() \
@@ -207,7 +207,7 @@ def test_np_expectations_run_without_builtins() -> None:
 
 def test_snippets_run_with_only_the_listed_builtins() -> None:
     from conformance.engines import load_engine
-    from conformance.executor import run_case
+    from conformance.run.executor import run_case
 
     case = {"id": "topic.open", "rule": "r", "steps": [
         {"run": "f = open('/etc/passwd')"}]}
@@ -222,9 +222,9 @@ def test_snippets_run_with_only_the_listed_builtins() -> None:
 def test_case_text_never_becomes_code_in_a_repro_script(tmp_path: Path) -> None:
     import ast
 
-    from conformance.case import Case
+    from conformance.casefile.case import Case
     from conformance.engines import load_engine
-    from conformance.repro import repro_script
+    from conformance.run.repro import repro_script
 
     case = Case.from_dict({
         "id": "topic.inject", "rule": "A rule.\nimport os; os.system('echo pwned')\r\u2028x=1",
@@ -243,9 +243,9 @@ def test_reports_survive_control_characters_and_lone_surrogates(tmp_path: Path) 
     import json
     import xml.etree.ElementTree as ET
 
-    from conformance.executor import CaseResult
-    from conformance.reports import write_reports
-    from conformance.suite import EngineRun, SuiteReport
+    from conformance.report.formats import write_reports
+    from conformance.run.executor import CaseResult
+    from conformance.verdict.suite import EngineRun, SuiteReport
 
     class Info:
         name, version, device, available, unavailable_reason = "e", "1", "cpu", True, None

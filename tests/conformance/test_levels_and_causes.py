@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.causes import by_cause, expectations_text, normalise
-from conformance.executor import observation_level, run_case
-from conformance.reports import to_html
-from conformance.suite import run_suite
+from conformance.report.formats import to_html
+from conformance.run.executor import observation_level, run_case
+from conformance.verdict.causes import by_cause, expectations_text, normalise
+from conformance.verdict.suite import run_suite
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -200,7 +200,7 @@ def test_expectations_text_of_a_clean_run_is_valid_yaml():
 
 
 def _case(data):
-    from conformance.case import Case
+    from conformance.casefile.case import Case
 
     return Case.from_dict(data)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loader import load
+from conformance.casefile.loader import load
 
 CASE = """\
 - id: topic.typed

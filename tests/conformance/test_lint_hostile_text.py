@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.case import Case, CaseFormatError
+from conformance.casefile.case import Case, CaseFormatError
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conformance.executor import CaseResult, Check
-from conformance.reports import failure_text, summary_table, to_html, to_junit, to_markdown
-from conformance.suite import EngineRun, SuiteReport
+from conformance.report.formats import failure_text, summary_table, to_html, to_junit, to_markdown
+from conformance.run.executor import CaseResult, Check
+from conformance.verdict.suite import EngineRun, SuiteReport
 
 # Closes the report's fence and opens a heading, raw HTML and a link; clears the screen, sets
 # the terminal's title, returns the cursor, and reverses and breaks the text shown after it.
@@ -68,7 +68,7 @@ def test_markdown_inline_text_cannot_open_a_table_cell_or_markup() -> None:
 
 
 def test_terminal_output_shows_escapes_instead_of_obeying_them() -> None:
-    from conformance.reports import terminal_text
+    from conformance.report.formats import terminal_text
 
     report = hostile_report(engine_name="evil\x1b]0;title\x07")
     for text in (failure_text(report.runs[0].results[0]), summary_table(report)):
@@ -96,7 +96,7 @@ def test_html_and_junit_hold_hostile_text_as_text() -> None:
 
 def test_engine_report_keeps_its_structure_whatever_an_engine_says() -> None:
     markdown_it = pytest.importorskip("markdown_it")
-    from conformance.engine_report import render
+    from conformance.report.engine_report import render
 
     run = hostile_report().runs[0]
     run.results[1].reason = "names its nodes <Op>GradNode; `code` and 0.1 * w.grad stay"

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.executor import CaseResult
-from conformance.suite import EngineRun, SuiteReport
+from conformance.run.executor import CaseResult
+from conformance.verdict.suite import EngineRun, SuiteReport
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

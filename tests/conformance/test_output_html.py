@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from conformance.case import Case
-from conformance.executor import CaseResult
-from conformance.reports import to_html
-from conformance.suite import EngineRun, SuiteReport
+from conformance.casefile.case import Case
+from conformance.report.formats import to_html
+from conformance.run.executor import CaseResult
+from conformance.verdict.suite import EngineRun, SuiteReport
 
 
 class Info:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.case import Case
+from conformance.casefile.case import Case
 from conformance.engines import load_engine
-from conformance.repro import repro_script
+from conformance.run.repro import repro_script
 
 # Each ends a line for `str.splitlines` but not for Python's tokenizer: after one of them, the
 # rest of a comment is still a comment when the runner compiles the snippet.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.compare import compare
+from conformance.run.compare import compare
 
 
 @pytest.mark.parametrize(("observed", "expected", "ok"), [

@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.loader import load
 from conformance.engines.base import Engine
-from conformance.executor import clean_warning, message_matches, run_case
-from conformance.expectations import Expectations
-from conformance.loader import load
-from conformance.refusals import stage
+from conformance.run.executor import clean_warning, message_matches, run_case
+from conformance.run.handle import InProcess
+from conformance.run.refusals import stage
+from conformance.verdict.expectations import Expectations
+from conformance.verdict.judge import judge
 
 NONLEAF = ("you can only change requires_grad flags of leaf variables. If you want to use a "
            "computed variable in a subgraph that doesn't require differentiation use "
@@ -169,12 +171,16 @@ def test_xfail_stale_and_skip(tmp_path, torch_engine):
     listing = tmp_path / "engine.yaml"
     listing.write_text("xfail:\n  topic.: known\nskip:\n  topic.case: hangs\n  gone.: old\n")
     expectations = Expectations.load(listing)
-    assert run_case(case({"run": "x = 1"}), torch_engine,
-                    expectations=expectations).verdict == "unsupported"
+    engine = InProcess(torch_engine)
+
+    def verdict_of(data):
+        return judge(Case.from_dict(data), engine, expectations)
+
+    assert verdict_of(case({"run": "x = 1"})).verdict == "unsupported"
     failing = dict(case({"run": "x = 1", "raises": {"type": "KeyError"}}), id="topic.other")
     passing = dict(case({"run": "x = 1"}), id="topic.third")
-    assert run_case(failing, torch_engine, expectations=expectations).verdict == "xfail"
-    stale = run_case(passing, torch_engine, expectations=expectations)
+    assert verdict_of(failing).verdict == "xfail"
+    stale = verdict_of(passing)
     assert stale.verdict == "stale" and stale.reason == "known"
     assert [e.prefix for e in expectations.unused(["topic.case", "topic.other"])] == ["gone."]
 

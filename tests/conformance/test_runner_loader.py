@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loader import load
+from conformance.casefile.loader import load
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_duplicate_ids_across_files(tmp_path, resources):
 
 
 def test_unusable_api_yaml_is_reported(tmp_path):
-    from conformance.loader import SpecResources
+    from conformance.casefile.loader import SpecResources
 
     spec = tmp_path / "spec"
     spec.mkdir()

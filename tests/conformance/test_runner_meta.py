@@ -13,11 +13,11 @@ import types
 import numpy as np
 import pytest
 
-from conformance.case import Case
-from conformance.compare import NoValues, compare, describe, helpers
+from conformance.casefile.case import Case
 from conformance.engines import TorchLikeEngine, load_engine
-from conformance.executor import run_case
-from conformance.repro import repro_script
+from conformance.run.compare import NoValues, compare, describe, helpers
+from conformance.run.executor import run_case
+from conformance.run.repro import repro_script
 
 ENGINES = ["torch", "refimpl"]
 

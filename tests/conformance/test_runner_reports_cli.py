@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import conformance.engines as engines
+from conformance.casefile.loader import load
 from conformance.engines import EngineError, load_engine
-from conformance.loader import load
-from conformance.reports import to_junit, to_markdown, write_atomic, write_reports
-from conformance.suite import run_suite
+from conformance.report.formats import to_junit, to_markdown, write_atomic, write_reports
+from conformance.verdict.suite import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

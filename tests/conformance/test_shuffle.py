@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.case import Case
+from conformance.casefile.case import Case
 from conformance.engines import load_engine
-from conformance.suite import run_suite
+from conformance.verdict.suite import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.engines import load_engine
-from conformance.executor import run_case
+from conformance.run.executor import run_case
 
 SUSPENDED = {
     "id": "leak.suspended-generator", "rule": "A generator suspended inside modes.",

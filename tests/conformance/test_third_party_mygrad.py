@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
 from conformance.engines import load_engine
-from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
-from conformance.suite import run_suite
+from conformance.verdict.suite import run_suite
 
 pytest.importorskip("mygrad", reason="MyGrad is not installed (pip install -c constraints.txt "
                     "mygrad)")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.case import Case
-from conformance.workers import EngineWorkers, address_space_cap
+from conformance.casefile.case import Case
+from conformance.run.workers import EngineWorkers, address_space_cap
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -43,8 +43,8 @@ GIB = 2**30
 def test_workers_start_under_a_lower_hard_address_space_limit() -> None:
     script = textwrap.dedent("""
         import resource
-        from conformance.case import Case
-        from conformance.workers import EngineWorkers
+        from conformance.casefile.case import Case
+        from conformance.run.workers import EngineWorkers
 
         case = Case.from_dict({"id": "topic.leaf", "rule": "A rule.",
                                "sources": [{"doc": "doc", "quote": "q"}],

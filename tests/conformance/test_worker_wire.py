@@ -13,26 +13,26 @@ import faulty_workers
 import numpy as np
 import pytest
 
-from conformance.case import Case
-from conformance.executor import CaseResult, Check
+from conformance.casefile.case import Case
+from conformance.casefile.loader import load
 from conformance.fuzz.differential import (
     RaisedObservation,
     StepError,
     StepRecord,
     TensorObservation,
 )
-from conformance.loader import load
-from conformance.suite import run_suite
-from conformance.workers import (
-    EngineWorkers,
-    MalformedData,
-    Opaque,
-    _answer,
-    _outcome,
-    _plain,
-    _records,
-    _strict,
-)
+from conformance.fuzz.runner import decode_records
+from conformance.run.executor import CaseResult, Check
+from conformance.run.wire import MalformedData, Opaque, loads
+from conformance.run.wire import answer as _answer
+from conformance.run.wire import plain as _plain
+from conformance.run.wire import strict as _strict
+from conformance.run.workers import EngineWorkers, _outcome
+from conformance.verdict.suite import run_suite
+
+
+def _records(raw: bytes) -> Any:
+    return decode_records(loads(raw))
 
 HERE = Path(__file__).resolve().parent
 SOURCES = [{"doc": "doc", "quote": "A tensor created by the user is a leaf."}]

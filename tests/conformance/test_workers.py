@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.loader import SpecResources, load
-from conformance.suite import run_suite
-from conformance.workers import EngineWorkers, WorkerStartError
+from conformance.casefile.loader import SpecResources, load
+from conformance.run.workers import EngineWorkers, WorkerStartError
+from conformance.verdict.suite import run_suite
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from docs_support import Page, require
 
+from conformance.casefile.loader import DEFAULT_SPEC_DIR
 from conformance.cli import main
-from conformance.loader import DEFAULT_SPEC_DIR
 from conformance.reference.results import ReportsError, read_reports
 
 FINDING = """\

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from docs_support import Page, require
 
-from conformance.loader import DEFAULT_SPEC_DIR
+from conformance.casefile.loader import DEFAULT_SPEC_DIR
 from conformance.reference.results import EngineResults, Verdict
 
 HOSTILE = ("*em* **strong** `interpreted` ``literal`` |sub| _target `link <http://x.invalid>`_ "

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conformance.case import Case
+from conformance.casefile.case import Case
 from conformance.reference import printing
 from conformance.reference.session import observation, render_case
 

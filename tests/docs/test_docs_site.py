@@ -8,12 +8,12 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from docs_support import Page
 
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, load
+from conformance.casefile.sources import collapse, load_sources
 from conformance.engines.mygrad_adapter import EXPECTATIONS as MYGRAD_EXPECTATIONS
-from conformance.expectations import Expectations
-from conformance.loader import DEFAULT_SPEC_DIR, load
 from conformance.reference.results import DEFAULT_ENGINES
-from conformance.sources import collapse, load_sources
 from conformance.traceability import trace
+from conformance.verdict.expectations import Expectations
 
 
 @pytest.fixture(scope="module")

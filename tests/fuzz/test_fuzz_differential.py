@@ -194,8 +194,8 @@ def test_an_observation_that_raises_differently_becomes_a_raising_step(torch_eng
     statement that must raise the reference's error, so the case still tells engines apart."""
     from dataclasses import replace
 
-    from conformance.executor import run_case
     from conformance.fuzz.findings import build_finding, write_finding
+    from conformance.run.executor import run_case
 
     program = Program((
         ProgramStep("v1 = torch.rand(())\nwith torch.no_grad():\n    v2 = v1.reshape(1, -1)\n"
@@ -216,7 +216,7 @@ def test_an_observation_that_raises_differently_becomes_a_raising_step(torch_eng
     assert last["run"] == "v3.is_leaf"
     assert last["raises"] == {"type": "RuntimeError", "stage": "attribute",
                               "message": raised.message}
-    from conformance.loader import load
+    from conformance.casefile.loader import load
 
     case = load([finding.yaml_path]).cases[0]
     assert run_case(case, torch_engine).verdict == "passed"

@@ -12,10 +12,10 @@ from pathlib import Path
 import faulty_engines
 import pytest
 
+from conformance.casefile.loader import load
 from conformance.cli import main
-from conformance.executor import run_case
 from conformance.fuzz.runner import fuzz
-from conformance.loader import load
+from conformance.run.executor import run_case
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ from pathlib import Path
 import faulty_engines
 import pytest
 
+from conformance.casefile.loader import load
 from conformance.engines import load_engine
-from conformance.executor import run_case
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, fuzz
-from conformance.loader import load
+from conformance.run.executor import run_case
 
 FAULTS = {
     "no-accumulation": (faulty_engines.make_no_accumulation, ".grad"),

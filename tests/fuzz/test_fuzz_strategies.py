@@ -7,11 +7,11 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
-from conformance.api import Api
+from conformance.casefile.loader import load
+from conformance.casefile.vocabulary import Api
 from conformance.fuzz.findings import SOURCE, dump_cases
 from conformance.fuzz.program import Program
 from conformance.fuzz.strategies import FAMILIES, default_api, programs
-from conformance.loader import load
 
 FAST = settings(max_examples=60, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -19,10 +19,10 @@ import pytest
 from broken_engines import BREAKS, BrokenEngine, Patch
 
 import refimpl
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, load
 from conformance.engines import Engine, load_engine
-from conformance.executor import CaseResult, run_case
-from conformance.loader import DEFAULT_SPEC_DIR, load
+from conformance.run.executor import CaseResult, run_case
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 import refimpl
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, load
 from conformance.engines import Engine, load_engine
 from conformance.engines.generic import TorchLikeEngine
-from conformance.executor import LEVELS, run_case
-from conformance.loader import DEFAULT_SPEC_DIR, load
+from conformance.run.executor import LEVELS, run_case
 
 CASES = load([DEFAULT_SPEC_DIR / "cases"]).cases
 FEATURES = frozenset(yaml.safe_load((DEFAULT_SPEC_DIR / "features.yaml").read_text()))

@@ -123,7 +123,7 @@ def test_inference_tensors_on_cuda(cuda_backend: Any) -> None:
 def _anomaly_warnings(lib: Any) -> tuple[str, list[str]]:
     import warnings
 
-    from conformance.executor import clean_warning
+    from conformance.run.executor import clean_warning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance import traceability
-from conformance.sources import collapse, load_sources
+from conformance.casefile.sources import collapse, load_sources
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 # A `says` line marks a claim the document gets wrong, dated, or lost in rendering.

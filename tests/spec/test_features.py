@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.features import case_uses, derive, snippet_features
+from conformance.casefile.loader import SpecResources, load
 from conformance.engines.generic import TorchLikeEngine
-from conformance.executor import run_case
-from conformance.features import case_uses, derive, snippet_features
-from conformance.loader import SpecResources, load
+from conformance.run.executor import run_case
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"
@@ -167,17 +167,17 @@ GUIDE = ROOT / "docs" / "adapters.md"
 
 
 def test_adapter_guide_lists_every_feature_with_its_meaning() -> None:
-    from conformance.features import docs_section, main, registry
+    from conformance.casefile.features import docs_section, main, registry
 
     assert main(["--check", "--spec", str(SPEC), "--docs", str(GUIDE)]) == 0, \
-        "docs/adapters.md is stale: run `python -m conformance.features --write-docs`"
+        "docs/adapters.md is stale: run `python -m conformance.casefile.features --write-docs`"
     guide = GUIDE.read_text(encoding="utf-8")
     assert docs_section(registry(SPEC)) in guide
     assert [name for name in sorted(REGISTRY) if f"| `{name}` | " not in guide] == []
 
 
 def test_write_docs_rewrites_a_stale_feature_list(tmp_path: Path) -> None:
-    from conformance.features import main
+    from conformance.casefile.features import main
 
     spec = tmp_path / "spec"
     spec.mkdir()

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from conformance import traceability
-from conformance.loader import SpecResources, load
-from conformance.sources import docstring, load_sources
+from conformance.casefile.loader import SpecResources, load
+from conformance.casefile.sources import docstring, load_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"
@@ -186,7 +186,7 @@ def test_every_erratum_is_listed_in_the_table(trace: traceability.Trace) -> None
 
 def test_docstring_sources_are_checked_against_the_installed_torch(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="docstring quotes are checked against installed torch")
-    from conformance.sources import collapse, read_texts
+    from conformance.casefile.sources import collapse, read_texts
 
     (tmp_path / "sources.yaml").write_text(
         "documents:\n"

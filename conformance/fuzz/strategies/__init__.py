@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 from hypothesis import strategies as st
 
-from conformance.api import Api
+from conformance.casefile.vocabulary import Api
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies.forward import batchnorm_eps, leaf
 from conformance.fuzz.strategies.more import (

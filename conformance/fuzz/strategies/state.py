@@ -11,9 +11,9 @@ from typing import TypeVar
 
 from hypothesis import strategies as st
 
-from conformance.api import Api
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources
+from conformance.casefile.vocabulary import Api
 from conformance.fuzz.differential import least_precise
-from conformance.loader import DEFAULT_SPEC_DIR, SpecResources
 
 FAMILIES = ("inplace", "create_graph", "modules", "conv", "batchnorm", "hooks", "node_hooks",
             "custom_function", "inference_mode", "saved_tensor_hooks", "ops_more")

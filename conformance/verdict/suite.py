@@ -4,7 +4,7 @@
     ...     report = run_suite(cases, [refimpl, torch])
     >>> report.run_for("torch").summary()["passed"]                                # doctest: +SKIP
 
-Every engine is an `EngineHandle` (`conformance.handle`) and every verdict comes from
+Every engine is an `EngineHandle` (`conformance.run.handle`) and every verdict comes from
 `handle.judge`. Engines in worker processes run side by side, one thread each waiting on its
 workers; an `Engine` object given directly runs in this process, one case after the other (the
 in-memory engines of the project's own tests). `on_result` sees every result as it arrives, so
@@ -25,19 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.case import Case
+from conformance import __version__
+from conformance.casefile.case import Case
+from conformance.casefile.files import REPO_ROOT
 from conformance.engines.base import Engine
-from conformance.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult
-from conformance.expectations import Entry, Expectations
-from conformance.handle import (
-    Aborted,
-    EngineFacts,
-    EngineHandle,
-    as_handle,
-    expectations_for,
-    judge,
-)
-from conformance.loader import REPO_ROOT
+from conformance.run.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult
+from conformance.run.handle import Aborted, EngineFacts, EngineHandle, as_handle
+from conformance.verdict.expectations import Entry, Expectations
+from conformance.verdict.judge import expectations_for, judge
 
 SUMMARY_KEYS = VERDICTS
 
@@ -152,8 +147,6 @@ def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineHandle], *
 
 def suite_info() -> dict[str, Any]:
     """The suite's version and the git commit of the checkout, when there is one."""
-    from conformance import __version__
-
     if not (REPO_ROOT / ".git").exists():
         # An installed wheel: a repository around site-packages is not this suite's.
         return {"name": "autograd-conformance", "version": __version__, "commit": None}

@@ -20,7 +20,6 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -218,14 +217,3 @@ def _scalar(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:150]
-
-
-def write_expectations(path: Path, engine: str, results: Sequence[Any],
-                       cases: Mapping[str, Any] | None = None) -> None:
-    """Write `path`; entries already in it that still match a failing case keep their reason.
-    `cases` (case id to `Case`) tells apart groups whose failures read alike."""
-    from conformance.expectations import Expectations
-    from conformance.reports import write_atomic
-
-    known = Expectations.load(Path(path)) if Path(path).is_file() else None
-    write_atomic(Path(path), expectations_text(engine, results, known, cases))

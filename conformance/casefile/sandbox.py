@@ -1,7 +1,7 @@
 """What text from a case file may reach when it runs.
 
-Case files are untrusted. The static checker (`conformance.api`) decides which names a snippet
-may use; this module makes the run agree with it:
+Case files are untrusted. The static checker (`conformance.casefile.vocabulary`) decides which
+names a snippet may use; this module makes the run agree with it:
 
 - snippets and observation expressions run with builtins limited to the names `api.yaml` lists
   under `globals` (plus the two the interpreter looks up itself), never the `builtins` module;
@@ -15,13 +15,12 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Iterable, Iterator, Mapping
-from functools import lru_cache
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from conformance.api import TooComplex, parse
+from conformance.casefile.vocabulary import TooComplex, parse
 
 # NumPy as an `{np: ...}` expectation sees it: numbers, array construction and elementwise or
 # reducing maths. Nothing that reads or writes files, evaluates strings or reaches objects.
@@ -85,7 +84,7 @@ def check_np(source: Any, names: Iterable[str] | None = None) -> list[str]:
             if node.attr not in allowed:
                 what = f"np.{node.attr}" if on_np else f"attribute '{node.attr}'"
                 problems.append(f"'np' expression may not use {what} (not in the NumPy "
-                                "allow-list of conformance.sandbox)")
+                                "allow-list of conformance.casefile.sandbox)")
     return problems
 
 
@@ -111,17 +110,9 @@ def eval_np(source: str, arrays: Mapping[str, Any]) -> Any:
     return eval(code, {"__builtins__": dict(_INTERPRETER), "np": SAFE_NP}, dict(arrays))
 
 
-@lru_cache(maxsize=8)
-def _default_globals() -> frozenset[str]:
-    from conformance.loader import SpecResources
-
-    api = SpecResources.load().api
-    return api.globals if api is not None else frozenset()
-
-
-def case_builtins(names: Iterable[str] | None = None) -> Mapping[str, Any]:
-    """The builtins a case runs with: the `globals` of api.yaml (the default spec's when
-    `names` is None) that are builtins, and what a class statement needs."""
-    wanted = frozenset(names) if names is not None else _default_globals()
-    table = {name: getattr(builtins, name) for name in sorted(wanted) if hasattr(builtins, name)}
+def case_builtins(names: Iterable[str]) -> Mapping[str, Any]:
+    """The builtins a case runs with: the `globals` of api.yaml that are builtins, and what a
+    class statement needs."""
+    table = {name: getattr(builtins, name) for name in sorted(frozenset(names))
+             if hasattr(builtins, name)}
     return MappingProxyType({**table, **_INTERPRETER})

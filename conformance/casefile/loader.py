@@ -21,12 +21,19 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from conformance.api import (
+from conformance.casefile.case import Case, CaseFormatError, line_of
+from conformance.casefile.features import undeclared
+from conformance.casefile.files import (
+    DEFAULT_SPEC_DIR,
+    read_yaml,
+)
+from conformance.casefile.sandbox import check_np, np_expressions
+from conformance.casefile.sources import SourceDocument, collapse, load_sources, read_texts
+from conformance.casefile.vocabulary import (
     TOO_COMPLEX,
     Api,
     ApiFormatError,
@@ -35,18 +42,6 @@ from conformance.api import (
     check_snippet,
     parse,
 )
-from conformance.case import Case, CaseFormatError, line_of
-from conformance.features import undeclared
-from conformance.sandbox import check_np, np_expressions
-from conformance.sources import SourceDocument, collapse, load_sources, read_texts
-
-PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
-# A wheel carries the specification inside the package (`conformance/spec`, copied from the
-# repository's top-level `spec/` when the wheel is built); a checkout reads `spec/` itself.
-DEFAULT_SPEC_DIR = (PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec" / "cases").is_dir()
-                    else REPO_ROOT / "spec")
-
 
 # Classes a step may not name in `raises` or `warns`: bases that PyTorch never raises or emits
 # as such, which an expected type matches along with every class below them (an engine's own
@@ -56,9 +51,7 @@ ABSTRACT_ERRORS = frozenset({"BaseException", "Exception", "ArithmeticError", "L
                              "BufferError", "Warning"})
 ABSTRACT_WARNINGS = frozenset({"BaseException", "Exception", "Warning"})
 
-# Case files are untrusted input: these bound what reading one may cost.
-MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 40
+# A problem's message quotes case text; it is cut to this length.
 MAX_MESSAGE = 300
 
 
@@ -85,120 +78,6 @@ class LoadResult:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-class LineDict(dict):
-    """A mapping from the YAML file that remembers where it and each of its keys start."""
-
-    line: int
-    key_lines: dict[Any, int]
-    text_lines: dict[Any, int]
-
-
-class LineList(list):
-    line: int
-
-
-class _LineLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that records line numbers and reports duplicate keys.
-
-    It refuses anchors and aliases (`&a`, `*a`): a case file has no need of them, and aliases
-    nested in aliases expand exponentially (a "billion laughs" file). It also refuses nesting
-    deeper than `MAX_DEPTH`, which composing and constructing would otherwise recurse through.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.duplicates: list[tuple[int, str]] = []
-        self.depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise yaml.composer.ComposerError(
-                None, None, "anchors and aliases (&name, *name) are not allowed in case files: "
-                "write the value out", event.start_mark)
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
-    loader.flatten_mapping(node)
-    mapping = LineDict()
-    mapping.line = node.start_mark.line + 1
-    mapping.key_lines = {}
-    mapping.text_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                "found an unhashable key", key_node.start_mark,
-            ) from None
-        line = key_node.start_mark.line + 1
-        if key in mapping:
-            loader.duplicates.append((line, f"duplicate key {key!r} (first on line "
-                                            f"{mapping.key_lines[key]})"))
-        mapping[key] = loader.construct_object(value_node, deep=True)
-        mapping.key_lines[key] = line
-        # A block scalar (`run: |`) starts its text on the line after the indicator.
-        block = isinstance(value_node, yaml.ScalarNode) and value_node.style in ("|", ">")
-        mapping.text_lines[key] = value_node.start_mark.line + 1 + (1 if block else 0)
-    return mapping
-
-
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
-    items = LineList(loader.construct_object(child, deep=True) for child in node.value)
-    items.line = node.start_mark.line + 1
-    return items
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
-def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
-    """Parse a YAML file with line numbers; returns the data and `(line, message)` problems.
-
-    Every failure, however the file is broken, is a problem with a line, never an exception.
-    """
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            return None, [(1, f"the file has {size} bytes; a case file may have at most "
-                              f"{MAX_FILE_BYTES} (split it by topic)")]
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [(1, f"cannot read the file: {exc}")]
-    loader = None
-    try:
-        loader = _LineLoader(text)
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        return None, [(line, f"invalid YAML: {exc.problem or exc.context}")]
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        return None, [(line, f"invalid YAML: the control character {exc.character!r} is not "
-                             "allowed in a YAML file")]
-    except yaml.YAMLError as exc:
-        return None, [(1, f"invalid YAML: {exc}")]
-    except (RecursionError, MemoryError) as exc:
-        return None, [(1, f"the file is too deeply nested or too large to read "
-                          f"({type(exc).__name__})")]
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return data, list(loader.duplicates)
 
 
 @dataclass
@@ -558,3 +437,11 @@ class _Rename(ast.NodeTransformer):
 
     def visit_Name(self, node: ast.Name) -> ast.Name:
         return ast.Name(id=self.aliases.get(node.id, node.id), ctx=ast.Load())
+
+
+@lru_cache(maxsize=1)
+def default_builtins() -> frozenset[str]:
+    """The names of the default vocabulary's `globals` (what a case built in memory, with no
+    spec of its own, may use as builtins)."""
+    api = SpecResources.load().api
+    return api.globals if api is not None else frozenset()

@@ -21,8 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from conformance.loader import DEFAULT_SPEC_DIR, SpecResources, load
-from conformance.reports import markdown_code, markdown_text, terminal_text, write_atomic
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.report.formats import markdown_code, markdown_text, terminal_text, write_atomic
 
 DEFAULT_OUT = Path("reports") / "engines"
 BUG = "BUG:"
@@ -37,10 +37,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.cli import start_engines
     from conformance.engines import EngineError
-    from conformance.suite import run_suite
-    from conformance.workers import WorkerStartError
+    from conformance.run.workers import WorkerStartError, start_engines
+    from conformance.verdict.suite import run_suite
 
     loaded = load([DEFAULT_SPEC_DIR / "cases"], SpecResources.load(DEFAULT_SPEC_DIR))
     if loaded.problems:

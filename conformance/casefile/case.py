@@ -14,9 +14,9 @@ memory) share one constructor::
 
 `Case.from_dict` raises `CaseFormatError` (with every problem found, each with the line when
 the dict came from the loader) for a dict that is not a valid case, and for case text that is
-too long or too deeply nested to parse safely (`conformance.api.parse`): a case built in memory
-is held to the same bounds as one read from a file, so nothing that runs it meets text that
-overflows the stack.
+too long or too deeply nested to parse safely (`conformance.casefile.vocabulary.parse`): a
+case built in memory is held to the same bounds as one read from a file, so nothing that runs it
+meets text that overflows the stack.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from conformance.api import TooComplex, parse
+from conformance.casefile.vocabulary import TooComplex, parse
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
 STAGES = ("forward", "backward", "attribute")
@@ -310,8 +310,8 @@ class _Parser:
         )
 
     def bounded(self, source: str, mode: str, line: int | None, where: str) -> bool:
-        """Whether `source` is within the bounds of `conformance.api.parse`. Syntax errors are
-        left to the API check, which says what is wrong with the text."""
+        """Whether `source` is within the bounds of `conformance.casefile.vocabulary.parse`.
+        Syntax errors are left to the API check, which says what is wrong with the text."""
         try:
             parse(source, mode)
         except SyntaxError:

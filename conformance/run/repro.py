@@ -19,7 +19,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from conformance.case import Case
+from conformance.casefile.case import Case
 from conformance.engines.base import Engine
 
 _PACKAGE = Path(__file__).resolve().parent

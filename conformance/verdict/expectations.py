@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance.case import line_of
-from conformance.loader import MAX_FILE_BYTES, read_yaml
+from conformance.casefile.case import line_of
+from conformance.casefile.files import MAX_FILE_BYTES, read_yaml
 
 SECTIONS = ("xfail", "skip")
 _COPIES: dict[str, Path] = {}

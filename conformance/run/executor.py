@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from conformance.case import Case, Raises, Step, Warn
-from conformance.compare import NoValues, Unreadable, compare, describe, helpers
+from conformance.casefile.case import Case, Raises, Step, Warn
+from conformance.casefile.loader import default_builtins
+from conformance.casefile.sandbox import case_builtins
 from conformance.engines.base import Engine
-from conformance.expectations import Entry, Expectations
-from conformance.refusals import Raised, class_problem, refusal_problem
-from conformance.sandbox import case_builtins
+from conformance.run.compare import NoValues, Unreadable, compare, describe, helpers
+from conformance.run.refusals import Raised, class_problem, refusal_problem
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 LEVELS = ("full", "semantics")
@@ -119,13 +119,13 @@ class _Stop(Exception):
 
 
 def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = None, *,
-             timeout: float | None = DEFAULT_TIMEOUT,
-             expectations: Expectations | None = None) -> CaseResult:
-    """Run `case` (a Case or a plain dict) on `engine`; `seed` overrides the case's seed."""
+             timeout: float | None = DEFAULT_TIMEOUT) -> CaseResult:
+    """Run `case` (a Case or a plain dict) on `engine`; `seed` overrides the case's seed. A
+    case the engine cannot run (unavailable, a feature missing) is `unsupported`; expectations
+    files are the judge's (`conformance.verdict.judge`)."""
     if not isinstance(case, Case):
         case = Case.from_dict(case)
-    entry = expectations.match(case.id) if expectations is not None else None
-    early = not_run(case, engine, seed, entry)
+    early = unrunnable(case, engine, seed)
     if early is not None:
         return early
     seed = case.seed if seed is None else seed
@@ -133,14 +133,14 @@ def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = 
     start = time.perf_counter()
     result = _execute(case, engine, seed, timeout, base)
     result.duration_s = time.perf_counter() - start
-    return settle(result, entry, expectations.source if expectations is not None else None)
+    return result
 
 
-def not_run(case: Case, engine: Any, seed: int | None, entry: Entry | None
-            ) -> CaseResult | None:
-    """The verdict of a case that is not run at all (engine unavailable, a feature missing,
-    listed as skip), or None. `engine` is an `Engine` or anything with its `name`,
-    `available`, `unavailable_reason` and `supports` (an engine running in workers)."""
+def unrunnable(case: Case, engine: Any, seed: int | None = None,
+               skip_reason: str | None = None) -> CaseResult | None:
+    """The `unsupported` result of a case that is not run at all (engine unavailable, a
+    feature missing, `skip_reason` given), or None. `engine` is an `Engine` or anything with
+    its `name`, `available`, `unavailable_reason` and `supports` (an engine in workers)."""
     base = {"case_id": case.id, "engine": engine.name, "topic": case.topic,
             "seed": case.seed if seed is None else seed}
     if not engine.available:
@@ -150,24 +150,10 @@ def not_run(case: Case, engine: Any, seed: int | None, entry: Entry | None
     if missing:
         return CaseResult(verdict="unsupported",
                           message=f"engine lacks feature {', '.join(missing)}", **base)
-    if entry is not None and entry.kind == "skip":
-        return CaseResult(verdict="unsupported", message=f"skipped: {entry.reason}",
-                          reason=entry.reason, **base)
+    if skip_reason is not None:
+        return CaseResult(verdict="unsupported", message=f"skipped: {skip_reason}",
+                          reason=skip_reason, **base)
     return None
-
-
-def settle(result: CaseResult, entry: Entry | None, source: str | None) -> CaseResult:
-    """Apply the engine's expectations entry: a listed failure is `xfail`, a listed case that
-    passed is `stale`."""
-    if entry is not None:
-        result.reason = entry.reason
-        if result.verdict in ("failed", "error"):
-            result.verdict = "xfail"
-        elif result.verdict == "passed":
-            result.verdict = "stale"
-            result.message = f"listed as xfail in {source} ({entry.prefix}: {entry.reason}) " \
-                             "but passed"
-    return result
 
 
 def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
@@ -213,7 +199,8 @@ def new_namespace(engine: Engine, rng: np.random.Generator,
                   builtin_names: frozenset[str] | None = None) -> dict[str, Any]:
     """A fresh case namespace: the builtins api.yaml allows (`builtin_names`, default the
     default spec's), the observation helpers and the engine's facades."""
-    namespace: dict[str, Any] = {"__builtins__": dict(case_builtins(builtin_names)),
+    names = builtin_names if builtin_names is not None else default_builtins()
+    namespace: dict[str, Any] = {"__builtins__": dict(case_builtins(names)),
                                  "__name__": "case"}
     namespace.update(helpers(engine))
     namespace.update(engine.namespace(rng))

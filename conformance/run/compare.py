@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from conformance.casefile.sandbox import eval_np
 from conformance.engines.base import Engine
-from conformance.sandbox import eval_np
 
 # (rtol, atol) per dtype name; integers and bool compare exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {

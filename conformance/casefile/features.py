@@ -17,7 +17,8 @@ is derived is always allowed.
 
 The adapter guide (`docs/adapters.md`) lists every registered feature with its meaning, in a
 section generated from `spec/features.yaml`: after changing the registry, run
-`python -m conformance.features --write-docs` (`--check` exits 1 while the section is stale).
+`python -m conformance.casefile.features --write-docs` (`--check` exits 1 while the section is
+stale).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from typing import Any
 
 import yaml
 
-from conformance.api import TooComplex, parse
-from conformance.case import Case
+from conformance.casefile.case import Case
+from conformance.casefile.files import DEFAULT_SPEC_DIR
+from conformance.casefile.vocabulary import TooComplex, parse
 
 ATTRIBUTES = {
     # Autograd state carried by tensors (functional engines such as JAX have none).
@@ -365,7 +367,8 @@ def _text(node: ast.AST) -> str:
 # -- the feature list of the adapter guide ---------------------------------------------------
 
 DOCS_BEGIN = ("<!-- features: begin. Generated from spec/features.yaml by `python -m "
-              "conformance.features --write-docs`: edit the registry, not this section. -->")
+              "conformance.casefile.features --write-docs`: edit the registry, not this "
+              "section. -->")
 DOCS_END = "<!-- features: end -->"
 GUIDE = Path("docs") / "adapters.md"
 """The adapter guide, relative to the folder that holds the spec folder."""
@@ -426,10 +429,9 @@ def with_docs_section(guide: str, features: Mapping[str, str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from conformance.loader import DEFAULT_SPEC_DIR
 
     parser = argparse.ArgumentParser(
-        prog="python -m conformance.features",
+        prog="python -m conformance.casefile.features",
         description="Rewrite the feature list of the adapter guide from spec/features.yaml.")
     parser.add_argument("--spec", type=Path, default=DEFAULT_SPEC_DIR, metavar="DIR",
                         help="the spec folder (features.yaml)")
@@ -449,8 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.check:
         if text != guide:
-            print(f"{guide_path}: the feature list is stale: run `python -m conformance.features "
-                  "--write-docs`", file=sys.stderr)
+            print(f"{guide_path}: the feature list is stale: run `python -m "
+                  "conformance.casefile.features --write-docs`", file=sys.stderr)
             return 1
         return 0
     if text != guide:

@@ -31,11 +31,9 @@ import ast
 import builtins
 import dis
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import CodeType, TracebackType
-from typing import Any
 
 FLAG_METHODS = frozenset({"requires_grad_", "retain_grad", "detach_"})
 # Operators compute (forward) even in a statement without calls: `z = x * 2`, `v = x[0]`.
@@ -306,22 +304,3 @@ def _at_the_call(exc: BaseException, code: CodeType, files: frozenset[str]) -> b
     if tb is None:
         return False
     return tb.tb_frame.f_code is code or tb.tb_frame.f_code.co_filename in files
-
-
-def adapter_files(engine: Any) -> frozenset[str]:
-    """The files of the adapter's own code: the runner's package and every module of the
-    engine class's hierarchy (an out-of-tree adapter's module among them)."""
-    files = set()
-    package = sys.modules[__name__.rpartition(".")[0]]
-    root = getattr(package, "__path__", [None])[0]
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if root is not None and isinstance(path, str) and path.startswith(root):
-            files.add(path)
-    for cls in type(engine).__mro__:
-        module = sys.modules.get(cls.__module__)
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            files.add(path)
-    files.discard(builtins.__file__ if hasattr(builtins, "__file__") else "")
-    return frozenset(files)

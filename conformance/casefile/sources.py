@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.casefile.case import line_of
+from conformance.casefile.files import read_yaml
+
 KINDS = ("blog", "forum", "article", "docstring")
 _FIELDS = ("id", "title", "author", "site", "kind", "reflects", "file", "object", "notes",
            "pytorch_docs")
@@ -63,7 +66,6 @@ def collapse(text: str) -> str:
 
 def load_sources(path: Path) -> tuple[dict[str, SourceDocument], list[tuple[int, str]]]:
     """Read `sources.yaml`; returns the documents by id and `(line, message)` problems."""
-    from conformance.loader import line_of, read_yaml
 
     data, problems = read_yaml(path)
     if data is None and not problems:

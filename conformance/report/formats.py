@@ -20,12 +20,14 @@ import re
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.causes import by_cause
-from conformance.executor import LEVELS
-from conformance.suite import SuiteReport, suite_info
+from conformance.run.executor import LEVELS
+from conformance.verdict.causes import by_cause, expectations_text
+from conformance.verdict.expectations import Expectations
+from conformance.verdict.suite import SuiteReport, suite_info
 
 COLUMNS = ("passed", "failed", "error", "unsupported", "xfail")
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -429,3 +431,12 @@ def write_reports(report: SuiteReport, json_path: Path | None = None,
         rendered.append((html_path, to_html(report)))
     for path, text in rendered:
         write_atomic(path, text)
+
+
+def write_expectations(path: Path, engine: str, results: Sequence[Any],
+                       cases: Mapping[str, Any] | None = None) -> None:
+    """Write `path`; entries already in it that still match a failing case keep their reason.
+    `cases` (case id to `Case`) tells apart groups whose failures read alike."""
+
+    known = Expectations.load(Path(path)) if Path(path).is_file() else None
+    write_atomic(Path(path), expectations_text(engine, results, known, cases))
