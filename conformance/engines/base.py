@@ -58,10 +58,10 @@ class Engine(ABC):
     """Why the engine cannot run here (missing package, no CUDA device); None when it can."""
     _adapter_files: frozenset[str] | None = None
     refusal_types: tuple[type[BaseException], ...] = ()
-    """The engine's exception classes that mean "refused", when it has such classes. Empty:
-    any exception is a refusal except those that mean a missing name, a crash, or the
-    adapter's own `raise` (`conformance.run.refusals`). Set: only these, or the class a case
-    names, are refusals at the `semantics` level."""
+    """The engine's exception classes that mean "refused" although they would otherwise read
+    as a missing name or a crash (an engine whose checks raise SystemError, say). Any other
+    exception is a refusal unless it means a missing name, a crash, or the adapter's own
+    `raise` (`conformance.run.refusals`)."""
 
     @property
     def available(self) -> bool:

@@ -109,6 +109,10 @@ class PaddleEngine(TorchLikeEngine):
     """Paddle behind the torch proxy's names; the generic facade draws the random data."""
 
     expectations = EXPECTATIONS
+    # A "(Fatal)" check of Paddle (PADDLE_ENFORCE), such as a second backward through a freed
+    # graph ("The TensorWrappers of MultiplyGradNode do not exist"), arrives as SystemError,
+    # which for another engine would mean a crash.
+    refusal_types = (SystemError,)
 
     def __init__(self, paddle: Any) -> None:
         super().__init__("paddle", "paddle", lacks=LACKS, message_strictness="type",
