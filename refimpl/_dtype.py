@@ -61,7 +61,6 @@ bfloat16 = dtype("bfloat16", "f", 2, "BFloat16", "c10::BFloat16")
 
 ALL = (bool, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64,
        complex128)
-BY_NAME = {d.name: d for d in ALL}
 _RANK = {"b": 0, "i": 1, "f": 2, "c": 3}
 _COMPLEX_OF = {bfloat16: complex64, float32: complex64, float64: complex128}
 _REAL_OF = {complex64: float32, complex128: float64}

@@ -167,12 +167,6 @@ class Api:
             settable=sections.get("settable", frozenset()),
         )
 
-    def all_names(self) -> frozenset[str]:
-        names = set(self.globals) | set(self.attributes) | set(self.settable)
-        for members in self.namespaces.values():
-            names |= members
-        return frozenset(names)
-
 
 @dataclass
 class Problem:

@@ -22,9 +22,6 @@ too): a failure stays replayable here when Redis is flushed, expires it (after 8
 or is down, and a Redis outage during a run only stops the sharing, never the run or the
 finding being shrunk. A seed (`--seed`, `$AUTOGRAD_FUZZ_SEED`) picks the new programs and does
 not turn the database off.
-
-The same settings are registered as Hypothesis profiles (`autograd-fuzz-ci`, ...) for tests
-that use `programs()` directly.
 """
 
 from __future__ import annotations
@@ -113,12 +110,6 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown fuzz profile {name!r}: use {', '.join(PROFILES)}") from None
-
-
-def register_hypothesis_profiles() -> None:
-    """Register `autograd-fuzz-<name>` with Hypothesis (for `--hypothesis-profile`)."""
-    for profile in PROFILES.values():
-        settings.register_profile(f"autograd-fuzz-{profile.name}", profile.settings())
 
 
 def is_url(location: str) -> bool:

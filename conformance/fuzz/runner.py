@@ -6,9 +6,10 @@ difference is shrunk and written out as a case.
     >>> result.finding is None, round(result.rate)                                # doctest: +SKIP
     (True, 150)
 
-Both engines run in this process, one program after the other, from code compiled once per
-program: no subprocess and no import per program, which is what makes 100+ programs per
-second possible.
+Each engine is an `EngineHandle` (`conformance.run.handle`): the command line runs each in its
+own worker process, the two side by side on every program (`observe_program` is called where
+the engine is, and its records come back as plain data); an `Engine` object given directly runs
+in this process. `--jobs` runs several such loops at once (`conformance.fuzz.parallel`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ THRESHOLD = 1000
 EDGEITEMS = 3
 # dtypes whose name `repr` leaves out (with float32 as the default dtype).
 DEFAULT_DTYPES = ("float32", "complex64", "int64", "bool")
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def infer_dtype(values: Any) -> str:
