@@ -22,7 +22,7 @@ from pathlib import Path
 from conformance.casefile.case import Case
 from conformance.engines.base import Engine
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # the whole conformance package
 
 HELPERS = '''
 def grad_fn_name(t):

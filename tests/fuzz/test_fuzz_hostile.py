@@ -32,7 +32,7 @@ def test_an_engine_that_exits_is_a_finding(torch_engine, tmp_path):
 
     status, out = fuzz_in_a_fresh_interpreter(
         "--engines", "torch,faulty_engines:make_system_exit", "--profile", "ci",
-        "--out", str(tmp_path), "--no-progress")
+        "--examples", "1500", "--out", str(tmp_path), "--no-progress")  # see test_fuzz_cli
     assert status == 1, out
     assert "SystemExit: 3" in out and "1 mismatch" in out
     [case_file] = tmp_path.glob("fuzz_*.yaml")
