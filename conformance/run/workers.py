@@ -39,11 +39,15 @@ from __future__ import annotations
 
 import faulthandler
 import multiprocessing
+import multiprocessing.connection
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -139,12 +143,28 @@ def _initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...]) 
             pass
     # The parent handles Ctrl-C; a worker must not die of it halfway through a case.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _leave_with_the_runner()
     try:
         _WORKER.engine = load_engine(spec)
     except BaseException as exc:  # noqa: BLE001 - reported by the first task, in one line
         _WORKER.engine = exc
         return
     _WORKER.watched = _owned_attributes(_WORKER.engine, settable)
+
+
+def _leave_with_the_runner() -> None:
+    """End this worker as soon as the runner that started it is gone. A runner that is killed
+    (SIGKILL, a crash) cannot stop its workers, and a worker hung in a case would otherwise live
+    on for ever, holding the forkserver, the runner's output pipes and a CPU."""
+    runner = multiprocessing.parent_process()
+    if runner is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([runner.sentinel])
+        os._exit(3)
+
+    threading.Thread(target=watch, name="runner-watch", daemon=True).start()
 
 
 def address_space_cap(requested: int) -> int:
@@ -428,6 +448,24 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context(method)
 
 
+def _start_forkserver_deaf_to_ctrl_c() -> None:
+    """Start the forkserver, if it is not running yet, with SIGINT blocked (as multiprocessing
+    starts its resource tracker). Every worker is forked from it: without this, a worker runs
+    with Python's own SIGINT handler from the fork until pebble ignores SIGINT, which is after
+    the worker has imported the runner, and a Ctrl-C typed in a terminal (sent to the whole
+    process group) kills the workers being started, costing cases bogus `error` verdicts or
+    breaking the pool. The runner alone handles Ctrl-C; it stops its workers itself."""
+    if _context().get_start_method() != "forkserver":
+        return
+    # The resource tracker unblocks SIGINT when it starts: start it first.
+    multiprocessing.resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class EngineWorkers(EngineHandle):
     """A pool of worker processes running one engine; `run` is safe to call from one thread.
 
@@ -460,11 +498,12 @@ class EngineWorkers(EngineHandle):
         self.engine = self._start(tuple(features))
 
     def _new_pool(self) -> ProcessPool:
+        _start_forkserver_deaf_to_ctrl_c()
         return ProcessPool(max_workers=1, context=_context(), initializer=_initialize,
                            initargs=self._initargs)
 
     def _start(self, features: tuple[str, ...]) -> RemoteEngine:
-        future = self._pool.schedule(_describe, args=(features,), timeout=START_TIMEOUT_S)
+        future = self._schedule(_describe, args=(features,), timeout=START_TIMEOUT_S)
         try:
             facts = wire.fields(wire.loads(future.result()), (*_FACTS, *_OTHER_FACTS), "facts")
             engine = RemoteEngine(
@@ -499,7 +538,7 @@ class EngineWorkers(EngineHandle):
         if self._aborted:
             raise Aborted(case.id)
         self._clear_stack()
-        self._future = future = self._pool.schedule(
+        self._future = future = self._schedule(
             _run, args=(case, seed, timeout, self._stack_file), timeout=limit)
         if self._aborted:
             # abort() ran between the check above and publishing the future, so it could not
@@ -560,7 +599,7 @@ class EngineWorkers(EngineHandle):
         engine first); None when it cannot write one in time, or the run was stopped."""
         if self._aborted:
             return None
-        self._future = future = self._pool.schedule(_repro, args=(case, seed, None),
+        self._future = future = self._schedule(_repro, args=(case, seed, None),
                                                     timeout=REPRO_TIMEOUT_S)
         if self._aborted:
             future.cancel()
@@ -589,22 +628,39 @@ class EngineWorkers(EngineHandle):
     def _read_stack(self) -> str:
         """What `faulthandler` wrote in the worker that ran the case, trimmed: each thread's
         frames down to where the worker called the runner (below that it is always the same
-        pebble and multiprocessing machinery)."""
+        pebble and multiprocessing machinery), and no block for the worker's own watch on the
+        runner."""
         try:
             with open(self._stack_file, encoding="utf-8", errors="replace") as stream:
                 written = stream.read(256 * 1024).rstrip().splitlines()
         except OSError:
             return ""
-        lines, below_the_case = [], False
+        blocks: list[list[str]] = []
         for line in written:
-            frame = line.startswith("  File ")
-            below_the_case = frame and (below_the_case or f'{os.sep}workers.py"' in line
-                                        and f"{os.sep}conformance{os.sep}" in line)
-            if not below_the_case:
-                lines.append(line)
+            if not line.startswith("  File ") or not blocks:
+                blocks.append([])
+            blocks[-1].append(line)
+        lines = []
+        for block in blocks:
+            ours = next((i for i, line in enumerate(block) if f'{os.sep}workers.py"' in line
+                         and f"{os.sep}conformance{os.sep}" in line), len(block))
+            if ours < len(block) and block[ours].endswith(" in watch"):
+                continue
+            lines += block[:ours]
         if len(lines) > STACK_LINES:
             lines = [*lines[:STACK_LINES], f"  ... ({len(lines) - STACK_LINES} more lines)"]
         return "\n".join(line[:300] for line in lines)
+
+    def _schedule(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float
+                  ) -> Any:
+        """`ProcessPool.schedule` on a pool that can take it: a pool whose workers all died
+        before taking a task (pebble's "All workers expired") refuses every later task with
+        RuntimeError, so it is replaced first."""
+        try:
+            return self._pool.schedule(function, args=args, timeout=timeout)
+        except RuntimeError:
+            self._recycle()
+            return self._pool.schedule(function, args=args, timeout=timeout)
 
     def _recycle(self) -> None:
         self._pool.stop()
@@ -618,14 +674,14 @@ class EngineWorkers(EngineHandle):
                    timeout: float) -> PendingCall:
         """Start `function(engine, *args)` in the worker (`function` is importable by name;
         its answer is plain data); `PendingCall.result()` waits for it."""
-        future = self._pool.schedule(_call, args=(function, args), timeout=timeout)
+        future = self._schedule(_call, args=(function, args), timeout=timeout)
         return PendingCall(self, future, timeout)
 
     def repro_script(self, case: Case, seed: int | None = None,
                      last_step: int | None = None) -> str:
         """`conformance.run.repro.repro_script` for this engine, written where the engine is (a
         comment saying why, when the worker cannot write it)."""
-        future = self._pool.schedule(_repro, args=(case, seed, last_step),
+        future = self._schedule(_repro, args=(case, seed, last_step),
                                      timeout=START_TIMEOUT_S)
         try:
             return wire.strict(wire.loads(future.result()), str, "repro")
@@ -646,6 +702,9 @@ class EngineWorkers(EngineHandle):
             future.cancel()  # pebble kills the worker running it
 
     def close(self) -> None:
+        # A thread still running a case (the run was stopped another way than abort) gets
+        # Aborted at once, instead of a broken pool it would replace to run the next case.
+        self.abort()
         self._pool.stop()
         self._pool.join()
         shutil.rmtree(self._stacks, ignore_errors=True)
@@ -690,22 +749,27 @@ def start_engines(specs: Sequence[str], *, memory_mb: int | None = DEFAULT_MEMOR
     resources = SpecResources.load(spec_dir)
     features = sorted(resources.features or ())
     settable = sorted(resources.api.settable) if resources.api else []
-    with ThreadPoolExecutor(max_workers=max(1, len(specs))) as threads:
-        futures = [threads.submit(EngineWorkers, spec, memory_mb=memory_mb or None,
-                                  features=features, settable=settable,
-                                  fresh_worker_per_case=fresh_worker_per_case)
-                   for spec in specs]
-        started, failed = [], None
+    futures: list[Any] = []
+    started: list[EngineWorkers] = []
+    failed: BaseException | None = None
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(specs))) as threads:
+            for spec in specs:
+                futures.append(threads.submit(
+                    EngineWorkers, spec, memory_mb=memory_mb or None, features=features,
+                    settable=settable, fresh_worker_per_case=fresh_worker_per_case))
+            for future in futures:
+                try:
+                    started.append(future.result())
+                except (EngineError, WorkerStartError) as exc:
+                    failed = failed or exc
+    except BaseException:
+        # Ctrl-C wherever it lands here (waiting for an engine, or for the loading threads to
+        # end): every engine that loads or has loaded is closed, no worker outlives the run.
         for future in futures:
-            try:
-                started.append(future.result())
-            except (EngineError, WorkerStartError) as exc:
-                failed = failed or exc
-            except BaseException:  # Ctrl-C while loading: no worker may outlive the run
-                for other in futures:
-                    if other.exception() is None:
-                        other.result().close()
-                raise
+            if future.exception() is None:
+                future.result().close()
+        raise
     if failed is not None:
         for worker in started:
             worker.close()

@@ -67,6 +67,16 @@ def _leak() -> None:
     _LEAK.append(bytearray(200 * 2**20))
 
 
+def _hang_and_say_where() -> None:
+    Path(os.environ["FAULTY_WORKERS_PID_FILE"]).write_text(str(os.getpid()))
+    _hang_with_sigalrm_blocked()
+
+
+def hangs_and_says_where() -> TorchLikeEngine:
+    """Hangs like `hangs`, after writing its worker's process id to $FAULTY_WORKERS_PID_FILE."""
+    return _Faulty("hangs-and-says-where", _hang_and_say_where)
+
+
 def hangs() -> TorchLikeEngine:
     return _Faulty("hangs", _hang_with_sigalrm_blocked)
 

@@ -179,7 +179,7 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
          "--cases", str(tmp_path / "topic.yaml"), "--spec", str(DATA / "spec"),
          "--timeout", "30", "--json", str(paths["json"]), "--junit", str(paths["xml"]),
          "--markdown", str(paths["md"])], cwd=REPO, env={**ENV, "PYTHONFAULTHANDLER": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while not paths["json"].exists() \
             or json.loads(paths["json"].read_text() or "{}").get("status") != "running":
@@ -202,14 +202,19 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
 
 def _fail_with_output(proc: subprocess.Popen, what: str) -> None:
     """Stop `proc` and fail with what it printed: a stuck run says where it was (SIGABRT
-    makes its faulthandler print every thread's stack)."""
+    makes its faulthandler print every thread's stack). `proc` leads its own process group:
+    its workers and forkserver, which hold its output pipes too, are killed with it."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGABRT)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-    out, err = proc.communicate()
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    out, err = proc.communicate(timeout=30)
     pytest.fail(f"{what} (exit status {proc.returncode})\nstdout:\n{out}\nstderr:\n{err}")
 
 
