@@ -125,17 +125,27 @@ def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineHandle], *
 
     beside = [item for item in runs if item[1].runs_beside_others]
     with ThreadPoolExecutor(max_workers=max(1, len(beside))) as threads:
-        futures = [threads.submit(drive, *item) for item in beside]
+        futures = []
+
+        def stop_all() -> None:
+            stop.set()  # each engine's thread stops; a case in flight gets no verdict
+            for _, handle, _ in beside:
+                handle.abort()
+
         try:
+            # Submitted inside the `try`: a Ctrl-C that lands while the threads start must stop
+            # them too, or leaving the `with` block waits for every case to run.
+            futures += [threads.submit(drive, *item) for item in beside]
             for item in runs:
                 if not item[1].runs_beside_others:
                     drive(*item)
             while wait(futures, timeout=0.2).not_done:  # short waits: Ctrl-C gets through
                 pass
         except KeyboardInterrupt:
-            stop.set()  # each engine's thread stops; a case in flight gets no verdict
-            for _, handle, _ in beside:
-                handle.abort()
+            stop_all()
+        except BaseException:
+            stop_all()
+            raise
         for future in futures:
             future.result()
     position = {case.id: index for index, case in enumerate(cases)}
