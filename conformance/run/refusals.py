@@ -13,10 +13,10 @@ A step that expects `raises` is met only by a real refusal of the engine, never 
 - An exception that means "this engine lacks a name" is never a refusal: a NameError, an
   AttributeError from reading an attribute in the case's statement or the adapter's facade, a
   NotImplementedError, an ImportError, or a TypeError raised by the interpreter at the call
-  itself (a signature the engine does not have,
-  an operator or protocol its objects lack). Where PyTorch itself raises that class (writing a
-  read-only attribute raises AttributeError; a meta tensor's backward raises
-  NotImplementedError), an exception of the same class raised the same way still counts.
+  itself (a signature the engine does not have, an operator or protocol its objects lack).
+  Where PyTorch itself raises that class (writing a read-only attribute raises AttributeError;
+  a meta tensor's backward raises NotImplementedError), an exception of the same class raised
+  the same way still counts.
 - An exception that means the engine crashed (RecursionError, SystemError, MemoryError) is not a
   refusal.
 - An adapter may name classes its engine refuses with on purpose (`Engine.refusal_types`) that
@@ -33,6 +33,7 @@ import dis
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from types import CodeType, TracebackType
 
 FLAG_METHODS = frozenset({"requires_grad_", "retain_grad", "detach_"})
@@ -84,7 +85,7 @@ class Raised:
     def is_last(self) -> bool:
         return self.index == self.count - 1
 
-    @property
+    @cached_property
     def node(self) -> ast.AST | None:
         """The expression of the statement that was running when the exception was raised,
         or None where the interpreter keeps no positions (Python 3.10)."""
@@ -283,15 +284,16 @@ def _same_mechanics(actual: str, expected: str) -> bool:
         want, got = pattern.search(expected), pattern.search(actual)
         if want is None or got is None:
             continue
-        if want.group(0) != got.group(0):
-            return False
-
-        def names(text: str, mask: bool = mask) -> list[str]:
-            found = _QUOTED.findall(text)
-            return [name if not mask or name in _PLAIN_TYPES else "*" for name in found]
-
-        return names(actual) == names(expected)
+        return (want.group(0) == got.group(0)
+                and _quoted_names(actual, mask) == _quoted_names(expected, mask))
     return False
+
+
+def _quoted_names(text: str, mask_engine_types: bool) -> list[str]:
+    """The quoted names of a message; with `mask_engine_types`, a name that is not a plain
+    type (an engine's own class) reads `*`."""
+    return [name if not mask_engine_types or name in _PLAIN_TYPES else "*"
+            for name in _QUOTED.findall(text)]
 
 
 def _at_the_call(exc: BaseException, code: CodeType, files: frozenset[str]) -> bool:
