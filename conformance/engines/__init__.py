@@ -1,6 +1,7 @@
 """Engine adapters and how an engine is chosen by name.
 
-`load_engine(spec)` accepts a built-in name (`refimpl`, `refimpl-cuda`, `torch`, `torch-cuda`),
+`load_engine(spec)` accepts a built-in name (`refimpl`, `refimpl-cuda`, `torch`, `torch-cuda`,
+`torch-compiled-autograd`),
 a name registered by a package under the entry point group `autograd_conformance.engines`
 (for example in `pyproject.toml`)::
 
@@ -61,11 +62,19 @@ def _make_torch_like(name: str, module: str, default_device: str | None = None) 
                            repro_import=repro_import)
 
 
+def _compiled_autograd() -> Engine:
+    # Imported on demand: only this engine needs Dynamo's modules loaded.
+    from conformance.engines.compiled_autograd import make_engine
+
+    return make_engine()
+
+
 BUILTINS: dict[str, Callable[[], Engine]] = {
     "refimpl": lambda: _make_torch_like("refimpl", "refimpl"),
     "refimpl-cuda": lambda: _make_torch_like("refimpl-cuda", "refimpl", "cuda"),
     "torch": lambda: _make_torch_like("torch", "torch"),
     "torch-cuda": lambda: _make_torch_like("torch-cuda", "torch", "cuda"),
+    "torch-compiled-autograd": _compiled_autograd,
 }
 
 

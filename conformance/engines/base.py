@@ -96,6 +96,10 @@ class Engine(ABC):
         fresh worker when there is any, so no case decides another's verdict."""
         return None
 
+    def close(self) -> None:  # noqa: B027 - most engines hold nothing process-wide
+        """Undo what the engine switched on in this process for its cases (an engine run in
+        the runner's own process, `InProcess`, is closed when its handle is)."""
+
     def adapter_files(self) -> frozenset[str]:
         """The source files of the adapter's own code (never the engine's): an exception
         whose `raise` runs in them is the adapter's, not a refusal of the engine. The

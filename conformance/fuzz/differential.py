@@ -137,25 +137,32 @@ def _compile_expression(key: str) -> CodeType:
 
 
 @lru_cache(maxsize=4096)
-def _compile_statement(source: str) -> tuple[tuple[ast.stmt, CodeType], ...]:
-    return tuple((statement, compile(ast.Module([statement], []), "<fuzz>", "exec"))
+def _step_filename(index: int) -> str:
+    return f"<fuzz step {index}>"
+
+
+def _compile_statement(source: str, filename: str) -> tuple[tuple[ast.stmt, CodeType], ...]:
+    return tuple((statement, compile(ast.Module([statement], []), filename, "exec"))
                  for statement in ast.parse(source).body)
 
 
 def compile_program(program: Program) -> CompiledProgram:
     """Parse and compile a program once, for both engines."""
     return CompiledProgram(program, tuple(
-        CompiledStep(_compile_statement(step.run),
+        CompiledStep(_compile_statement(step.run, _step_filename(index)),
                      tuple((key, _compile_expression(key)) for key in step.observe))
-        for step in program.steps))
+        for index, step in enumerate(program.steps)))
 
 
 def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
     """Run every step on `engine` and record its error, warnings and observations."""
     records = []
+    namespace: dict[str, Any] = {}
     engine.reset()
     try:
-        namespace = new_namespace(engine, np.random.default_rng(compiled.program.seed))
+        namespace = new_namespace(engine, np.random.default_rng(compiled.program.seed),
+                                  sources={_step_filename(index): step.run
+                                           for index, step in enumerate(compiled.program.steps)})
         for step in compiled.steps:
             raised, caught = run_statements(step.statements, namespace)
             error = None
@@ -167,6 +174,9 @@ def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
             records.append(StepRecord(error, warned,
                                       _observations(step, namespace, engine)))
     finally:
+        # As in the executor: the program's objects go (closing what it left suspended)
+        # before the engine's state is restored.
+        namespace.clear()
         engine.reset()
     return records
 

@@ -37,6 +37,7 @@ from conformance.casefile.loader import default_builtins
 from conformance.casefile.sandbox import case_builtins
 from conformance.engines.base import Engine
 from conformance.run.compare import NoValues, Unreadable, compare, describe, helpers
+from conformance.run import snippets
 from conformance.run.refusals import Raised, class_problem, refusal_problem
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
@@ -166,7 +167,9 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
             namespace: dict[str, Any] = {}
             try:
                 engine.reset()
-                namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins)
+                namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins,
+                                          {step_filename(case, i): step.run
+                                           for i, step in enumerate(case.steps)})
                 for index, step in enumerate(case.steps):
                     _run_step(case, index, step, engine, namespace, checks)
             finally:
@@ -196,12 +199,15 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
 
 
 def new_namespace(engine: Engine, rng: np.random.Generator,
-                  builtin_names: frozenset[str] | None = None) -> dict[str, Any]:
-    """A fresh case namespace: the builtins api.yaml allows (`builtin_names`, default the
-    default spec's), the observation helpers and the engine's facades."""
+                  builtin_names: frozenset[str] | None = None,
+                  sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A fresh case namespace, the `__dict__` of the process's case module (see `snippets`):
+    the builtins api.yaml allows (`builtin_names`, default the default spec's), the
+    observation helpers and the engine's facades. `sources` maps the file names snippets are
+    compiled with to their text, for tools that read a function's source."""
     names = builtin_names if builtin_names is not None else default_builtins()
-    namespace: dict[str, Any] = {"__builtins__": dict(case_builtins(names)),
-                                 "__name__": "case"}
+    namespace: dict[str, Any] = snippets.fresh(sources or {})
+    namespace["__builtins__"] = dict(case_builtins(names))
     namespace.update(helpers(engine))
     namespace.update(engine.namespace(rng))
     return namespace
@@ -232,7 +238,7 @@ def watchdog(timeout: float | None) -> Iterator[None]:
 def _run_step(case: Case, index: int, step: Step, engine: Engine,
               namespace: dict[str, Any], checks: list[Check]) -> None:
     statements = [(statement, compile(ast.Module([statement], []),
-                                      f"<{case.id} step {index}>", "exec"))
+                                      step_filename(case, index), "exec"))
                   for statement in ast.parse(step.run).body]
     raised, caught = run_statements(statements, namespace)
 
@@ -245,6 +251,11 @@ def _run_step(case: Case, index: int, step: Step, engine: Engine,
     if unexpected:
         raise _Stop
     _check_expect(step, engine, namespace, fail)
+
+
+def step_filename(case: Case, index: int) -> str:
+    """The file name a step's code is compiled with (and its source registered under)."""
+    return f"<{case.id} step {index}>"
 
 
 def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: dict[str, Any]

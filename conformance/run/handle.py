@@ -131,6 +131,9 @@ class InProcess(EngineHandle):
                      last_step: int | None = None) -> str:
         return repro_script(case, self.engine, seed, last_step)
 
+    def close(self) -> None:
+        self.engine.close()
+
 
 class _Answered:
     """The answer of a call made in this process."""

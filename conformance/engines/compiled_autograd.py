@@ -1,0 +1,112 @@
+"""PyTorch's second autograd engine: compiled autograd (`torch._dynamo.compiled_autograd`).
+
+With compiled autograd on, `backward()` and `torch.autograd.grad` do not run the autograd
+graph in the C++ engine: they trace it into an FX graph (calling hooks and custom Functions'
+backwards as they go), hand that graph to a compiler and run what it returns. Its semantics are
+meant to equal eager autograd's; this engine holds it to the same cases as `torch`.
+
+The engine is PyTorch itself with compiled autograd switched on in the process that runs the
+cases, for every case, the way PyTorch's own test suite runs `test_autograd.py` under it
+(`compiled_autograd._enable(compiler_fn)`). The compiler is `torch.compile` of the traced graph
+with a backend chosen by the environment variable `AUTOGRAD_CA_BACKEND`:
+
+- `eager` (default): Dynamo traces the graph and runs it as traced, no code generation; needs
+  no C++ compiler;
+- `aot_eager`: AOTAutograd too, still no code generation;
+- `inductor`: generated C++ (or Triton) kernels, as a `torch.compile` user gets; needs a C++
+  compiler on CPU.
+
+`fullgraph=False`, as `torch.compile` defaults: a hook Dynamo cannot trace breaks the graph
+instead of failing the backward.
+
+Compiled autograd keeps a cache of traced graphs keyed by the graph's structure, for the life of
+the process. `reset` empties it by default, so each case sees a cold cache and no verdict depends
+on which case ran before; `AUTOGRAD_CA_KEEP_CACHE=1` keeps it across cases (with
+`run --shuffle SEED`, that shows state the cache carries from one backward to another, which the
+spec then pins down in a single case).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from conformance.engines.base import Engine, EngineUnavailable
+from conformance.engines.generic import TorchLikeEngine
+
+NAME = "torch-compiled-autograd"
+BACKENDS = ("eager", "aot_eager", "inductor")
+BACKEND_ENV = "AUTOGRAD_CA_BACKEND"
+KEEP_CACHE_ENV = "AUTOGRAD_CA_KEEP_CACHE"
+
+REPRO_IMPORT = """\
+import torch
+from torch._dynamo import compiled_autograd
+# Compiled autograd on for every backward and autograd.grad below, with {backend!r} as the
+# compiler's backend (as the conformance runner runs it).
+compiled_autograd._enable(lambda gm: torch.compile(gm, backend={backend!r},
+                                                   fullgraph=False)).__enter__()"""
+
+
+class CompiledAutogradEngine(TorchLikeEngine):
+    """PyTorch with compiled autograd on for every backward and `autograd.grad`."""
+
+    def __init__(self, backend: str = "eager", keep_cache: bool = False) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"{BACKEND_ENV}={backend!r}: use one of {', '.join(BACKENDS)}")
+        super().__init__(NAME, "torch", lacks=frozenset({"cuda"}),
+                         repro_import=REPRO_IMPORT.format(backend=backend))
+        self.backend = backend
+        self.keep_cache = keep_cache
+        self._context: Any = None
+        if self.torch is not None:
+            self.version = f"{self.version} (compiled autograd, backend {backend})"
+
+    def _compiler(self, graph: Any) -> Any:
+        return self.torch.compile(graph, backend=self.backend, fullgraph=False)
+
+    def reset(self) -> None:
+        super().reset()
+        from torch._dynamo import compiled_autograd
+
+        if self._context is None or not compiled_autograd.compiled_autograd_enabled:
+            # Entered once and kept: compiled autograd stays on between cases. Entered again
+            # only when a case switched it off.
+            self._context = compiled_autograd._enable(self._compiler)
+            self._context.__enter__()
+        if not self.keep_cache:
+            self.torch._C._dynamo.compiled_autograd.clear_cache()
+
+    def close(self) -> None:
+        """Compiled autograd off again in this process (and its graph cache emptied)."""
+        context, self._context = self._context, None
+        if context is not None:
+            context.__exit__(None, None, None)
+            self.torch._C._dynamo.compiled_autograd.clear_cache()
+
+    def _state_changes(self) -> list[str]:
+        changes = super()._state_changes()
+        if self._context is not None:
+            from torch._dynamo import compiled_autograd
+
+            if not compiled_autograd.compiled_autograd_enabled:
+                changes.append("compiled autograd is off")
+        return changes
+
+
+def make_engine() -> Engine:
+    """The engine, with the backend and cache policy the environment asks for."""
+    backend = os.environ.get(BACKEND_ENV, "eager")
+    keep_cache = os.environ.get(KEEP_CACHE_ENV, "") not in ("", "0")
+    probe = TorchLikeEngine(NAME, "torch")
+    if not probe.available:
+        return EngineUnavailable(NAME, probe.unavailable_reason or "unavailable")
+    try:
+        import torch._dynamo.compiled_autograd  # noqa: F401 - the engine's own machinery
+    except ImportError as exc:
+        return EngineUnavailable(NAME, f"this PyTorch has no compiled autograd: {exc}",
+                                 version=probe.version)
+    return CompiledAutogradEngine(backend, keep_cache)
+
+
+__all__ = ["BACKENDS", "CompiledAutogradEngine", "NAME", "make_engine"]
