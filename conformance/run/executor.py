@@ -36,8 +36,8 @@ from conformance.casefile.case import Case, Raises, Step, Warn
 from conformance.casefile.loader import default_builtins
 from conformance.casefile.sandbox import case_builtins
 from conformance.engines.base import Engine
-from conformance.run.compare import NoValues, Unreadable, compare, describe, helpers
 from conformance.run import snippets
+from conformance.run.compare import NoValues, Unreadable, compare, describe, helpers
 from conformance.run.refusals import Raised, class_problem, refusal_problem
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
