@@ -179,7 +179,8 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
          "--cases", str(tmp_path / "topic.yaml"), "--spec", str(DATA / "spec"),
          "--timeout", "30", "--json", str(paths["json"]), "--junit", str(paths["xml"]),
          "--markdown", str(paths["md"])], cwd=REPO, env={**ENV, "PYTHONFAULTHANDLER": "1"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal)
     deadline = time.monotonic() + 60
     while not paths["json"].exists() \
             or json.loads(paths["json"].read_text() or "{}").get("status") != "running":
@@ -200,10 +201,30 @@ def test_an_interrupted_run_writes_a_partial_report(tmp_path: Path, sig: int,
     assert "**Interrupted:**" in paths["md"].read_text()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the runner's process before it starts: SIGINT handled by default and not blocked,
+    as for a command typed in a terminal. A process inherits both: pytest started from a
+    non-interactive shell's background job (`pytest &` in a script, some CI runners) has SIGINT
+    ignored, so would the runner, and this test would then check its parent's signal state
+    instead of the runner's handling of Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_state(pid: int) -> str:
+    """The process's pending, blocked, ignored and caught signal masks (Linux)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "".join(line for line in status if line.startswith(("Sig", "ShdPnd")))
+    except OSError:
+        return "(no /proc status)\n"
+
+
 def _fail_with_output(proc: subprocess.Popen, what: str) -> None:
     """Stop `proc` and fail with what it printed: a stuck run says where it was (SIGABRT
     makes its faulthandler print every thread's stack). `proc` leads its own process group:
     its workers and forkserver, which hold its output pipes too, are killed with it."""
+    state = _signal_state(proc.pid)
     if proc.poll() is None:
         proc.send_signal(signal.SIGABRT)
         try:
@@ -215,7 +236,8 @@ def _fail_with_output(proc: subprocess.Popen, what: str) -> None:
     except ProcessLookupError:
         pass
     out, err = proc.communicate(timeout=30)
-    pytest.fail(f"{what} (exit status {proc.returncode})\nstdout:\n{out}\nstderr:\n{err}")
+    pytest.fail(f"{what} (exit status {proc.returncode})\nsignals of the run:\n{state}"
+                f"stdout:\n{out}\nstderr:\n{err}")
 
 
 def _umask() -> int:
