@@ -44,8 +44,13 @@ import torch
 from torch._dynamo import compiled_autograd
 # Compiled autograd on for every backward and autograd.grad below, with {backend!r} as the
 # compiler's backend (as the conformance runner runs it).
-compiled_autograd._enable(lambda gm: torch.compile(gm, backend={backend!r},
-                                                   fullgraph=False)).__enter__()"""
+# compiler's backend (as the conformance runner runs it). The context is kept in a name: a
+# context manager nobody holds is collected, and leaving it switches compiled autograd off.
+_compiled_autograd = compiled_autograd._enable(
+    lambda gm: torch.compile(gm, backend={backend!r}, fullgraph=False))
+_compiled_autograd.__enter__()
+import atexit
+atexit.register(_compiled_autograd.__exit__, None, None, None)"""
 
 
 class CompiledAutogradEngine(TorchLikeEngine):
