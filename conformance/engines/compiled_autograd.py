@@ -29,6 +29,7 @@ spec then pins down in a single case).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from conformance.engines.base import Engine, EngineUnavailable
@@ -38,6 +39,7 @@ NAME = "torch-compiled-autograd"
 BACKENDS = ("eager", "aot_eager", "inductor")
 BACKEND_ENV = "AUTOGRAD_CA_BACKEND"
 KEEP_CACHE_ENV = "AUTOGRAD_CA_KEEP_CACHE"
+EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / f"{NAME}.yaml"
 
 REPRO_IMPORT = """\
 import torch
@@ -55,6 +57,8 @@ atexit.register(_compiled_autograd.__exit__, None, None, None)"""
 
 class CompiledAutogradEngine(TorchLikeEngine):
     """PyTorch with compiled autograd on for every backward and `autograd.grad`."""
+
+    expectations = EXPECTATIONS
 
     def __init__(self, backend: str = "eager", keep_cache: bool = False) -> None:
         if backend not in BACKENDS:

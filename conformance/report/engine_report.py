@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.report.findings import DEFAULT_DIR as FINDINGS_DIR
+from conformance.report.findings import render_findings
 from conformance.report.formats import markdown_code, markdown_text, terminal_text, write_atomic
 
 DEFAULT_OUT = Path("reports") / "engines"
@@ -34,6 +36,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sub.add_argument("engines", nargs="+", metavar="ENGINE")
     sub.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                      help=f"folder for the reports (default {DEFAULT_OUT})")
+    sub.add_argument("--findings", type=Path, default=FINDINGS_DIR, metavar="DIR",
+                     help="folder of per-engine findings (<DIR>/<engine>/findings.yaml: root "
+                     f"causes with repro scripts, run into the report; default {FINDINGS_DIR})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,13 +63,16 @@ def run(args: argparse.Namespace) -> int:
     rules = {case.id: case.rule for case in loaded.cases}
     for run_ in report.runs:
         path = args.out / f"{run_.engine.name}.md"
-        write_atomic(path, render(run_, rules))
+        findings = args.findings / run_.engine.name
+        write_atomic(path, render(run_, rules,
+                                  findings if (findings / "findings.yaml").is_file() else None))
         print(f"wrote {path}")
     return 0 if report.ok else 1
 
 
-def render(run: Any, rules: dict[str, str]) -> str:
-    """The Markdown report of one engine's run."""
+def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str:
+    """The Markdown report of one engine's run; `findings`: the engine's findings folder, whose
+    root causes (their scripts run now) follow the figures."""
     from conformance import __version__
 
     engine = run.engine
@@ -88,6 +96,8 @@ def render(run: Any, rules: dict[str, str]) -> str:
         "warns; `full` also to PyTorch's surface (node names, messages, repr, identity). "
         "`unsupported`: the case needs a feature the adapter does not declare.",
     ]
+    if findings is not None:
+        lines += render_findings(findings)
     xfails = [r for r in run.results if r.verdict == "xfail"]
     bugs = [r for r in xfails if (r.reason or "").startswith(BUG)]
     lines += ["", "## Genuine divergences", ""]

@@ -1,5 +1,5 @@
-"""The in-tree adapters for real engines (tinygrad, JAX, Paddle) run the spec through the CLI,
-and their expectations files are true.
+"""The in-tree adapters for real engines (tinygrad, JAX, Paddle, PyTorch's compiled autograd) run
+the spec through the CLI, and their expectations files are true.
 
 Each engine is an optional extra: its tests are skipped, with the install command, when its
 package is missing. Where installed, the run must exit 0 (no `failed` or `error` verdict) with
@@ -16,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = {
     "tinygrad": ("tinygrad", "pip install tinygrad==0.12.0"),
     "jax": ("jax", "pip install 'jax[cpu]==0.10.2'"),
     "paddle": ("paddle", "pip install paddlepaddle==3.3.1"),
+    "torch-compiled-autograd": ("torch._dynamo.compiled_autograd",
+                                "pip install -c constraints.txt torch"),
 }
+SPECS = {"torch-compiled-autograd": "torch-compiled-autograd"}
+"""How each engine is named on the command line (default: its adapter module's factory)."""
+FINDINGS = ROOT / "reports" / "findings"
 BUGS = {
     "tinygrad": [
         "requires_grad.flag-set-later-gets-grad",  # x.requires_grad = True: d/dx at 3 is 12
@@ -40,6 +46,11 @@ BUGS = {
         "fuzz_findings.item-assignment-converts-the-value-first",  # 1e300 stored as inf
         "hooks.hook-returning-non-tensor",  # a hook returning a number segfaults
     ],
+    # Every case of a BUG finding (reports/findings/torch-compiled-autograd/findings.yaml).
+    "torch-compiled-autograd": sorted(
+        case for finding in yaml.safe_load(
+            (FINDINGS / "torch-compiled-autograd" / "findings.yaml").read_text())["findings"]
+        if finding["kind"] == "BUG" for case in finding["cases"]),
 }
 
 
@@ -49,7 +60,8 @@ def _run_suite(engine: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     report = tmp_path_factory.mktemp(engine) / "report.json"
     completed = subprocess.run(
         [sys.executable, "-m", "conformance", "run", "-q",
-         "--engine", f"conformance.engines.{engine}_adapter:make_engine", "--json", str(report)],
+         "--engine", SPECS.get(engine, f"conformance.engines.{engine}_adapter:make_engine"),
+         "--json", str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
     )
     data = json.loads(report.read_text()) if report.exists() else {}

@@ -1,0 +1,119 @@
+"""Root causes of an engine's divergences, as its maintainers would file them.
+
+`reports/findings/<engine>/findings.yaml` lists one entry per root cause: its kind (`BUG`,
+`LIMITATION`, `MESSAGE`), severity, title, the cases it fails, a standalone repro script beside
+the file, where PyTorch documents it (a limitation), its upstream status and, for a bug not found
+upstream, a draft issue. `engine-report` runs each script and prints its output in the report.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.casefile.files import read_yaml
+from conformance.report.formats import markdown_code, markdown_text
+
+KINDS = ("BUG", "LIMITATION", "MESSAGE")
+SEVERITIES = ("high", "medium", "low")
+DEFAULT_DIR = Path("reports") / "findings"
+SCRIPT_TIMEOUT = 300
+
+
+class FindingsError(ValueError):
+    """A findings file that does not say what a report needs; the message says where."""
+
+
+def load_findings(path: Path) -> list[dict[str, Any]]:
+    """The findings of `path` (a findings.yaml), checked: every field a report needs."""
+    data, problems = read_yaml(path)
+    if problems:
+        line, message = problems[0]
+        raise FindingsError(f"{path}:{line}: {message}")
+    entries = data.get("findings") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise FindingsError(f"{path}: expected a mapping with a 'findings' list")
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"{path}: finding {index}"
+        if not isinstance(entry, dict):
+            raise FindingsError(f"{where}: expected a mapping")
+        for key in ("id", "kind", "severity", "title", "script", "cases", "upstream"):
+            if not entry.get(key):
+                raise FindingsError(f"{where}: '{key}' is missing or empty")
+        where = f"{path}: finding {entry['id']!r}"
+        if entry["id"] in seen:
+            raise FindingsError(f"{where}: the id is used twice")
+        seen.add(entry["id"])
+        if entry["kind"] not in KINDS:
+            raise FindingsError(f"{where}: kind must be one of {', '.join(KINDS)}")
+        if entry["severity"] not in SEVERITIES:
+            raise FindingsError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
+        if entry["kind"] == "LIMITATION" and not entry.get("source"):
+            raise FindingsError(f"{where}: a LIMITATION cites where PyTorch documents it "
+                                "('source')")
+        if entry["kind"] == "BUG" and str(entry["upstream"]).startswith("not found") \
+                and not (entry.get("draft") or {}).get("body"):
+            raise FindingsError(f"{where}: a bug not found upstream needs a draft issue "
+                                "('draft' with 'title' and 'body')")
+        if not (path.parent / entry["script"]).is_file():
+            raise FindingsError(f"{where}: script {entry['script']} is not beside the file")
+    return entries
+
+
+def reason_finding(reason: str) -> str | None:
+    """The finding an expectations reason names: `BUG: [finding-id] ...` -> `finding-id`."""
+    _, _, rest = reason.partition(": [")
+    finding, closed, _ = rest.partition("]")
+    return finding if closed and finding else None
+
+
+def run_script(script: Path) -> str:
+    """What the repro script prints (stdout; stderr only when it fails)."""
+    try:
+        done = subprocess.run([sys.executable, script.name], cwd=script.parent,
+                              capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"(no output: the script ran past {SCRIPT_TIMEOUT} s)"
+    out = done.stdout.strip()
+    if done.returncode != 0:
+        out += f"\n(exit status {done.returncode})\n" + done.stderr.strip()[-2000:]
+    return out
+
+
+def render_findings(findings_dir: Path, *, run: bool = True) -> list[str]:
+    """Markdown lines: a summary table, then each finding with its script's output."""
+    path = findings_dir / "findings.yaml"
+    entries = load_findings(path)
+    counts = {kind: sum(1 for e in entries if e["kind"] == kind) for kind in KINDS}
+    known = sum(1 for e in entries if str(e["upstream"]).startswith("known"))
+    lines = ["", "## Findings, one per root cause", "",
+             f"{len(entries)} root causes: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+             + f"; {known} known upstream, {len(entries) - known} not found. Each script is "
+             "plain PyTorch (no import of this project) and prints the eager and the compiled "
+             "result side by side; they are in "
+             f"{markdown_code(str(findings_dir), in_table=False)}.",
+             "", "| finding | kind | severity | cases | upstream |",
+             "| --- | --- | --- | ---: | --- |"]
+    lines += [f"| [{e['id']}](#{e['id']}) | {e['kind']} | {e['severity']} | {len(e['cases'])} | "
+              f"{markdown_text(str(e['upstream']))} |" for e in entries]
+    for entry in entries:
+        lines += ["", f"### {entry['id']}", "",
+                  f"**{entry['kind']}** ({entry['severity']}): {markdown_text(entry['title'])}",
+                  "", "Cases: " + ", ".join(markdown_code(c, in_table=False)
+                                            for c in entry["cases"]) + ".",
+                  "", f"Upstream: {markdown_text(str(entry['upstream']))}."]
+        if entry.get("source"):
+            lines += ["", f"Documented: {markdown_text(str(entry['source']))}."]
+        script = findings_dir / entry["script"]
+        lines += ["", f"Repro: {markdown_code(str(script), in_table=False)}"]
+        if run:
+            lines += ["", "```text", run_script(script).replace("```", "'''"), "```"]
+        draft = entry.get("draft")
+        if draft:
+            lines += ["", "<details><summary>Draft issue</summary>", "",
+                      f"**{markdown_text(str(draft.get('title', '')))}**", "",
+                      markdown_text(str(draft.get("body", "")).strip()), "", "</details>"]
+    return lines
