@@ -19,9 +19,11 @@ from typing import Any
 from conformance.casefile.case import Case
 from conformance.run.executor import VERDICTS
 
-# The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl) and the
-# third-party adapters it ships. The CUDA variants run the same adapters on a GPU.
-DEFAULT_ENGINES = ("torch", "refimpl", "mygrad", "tinygrad", "jax", "paddle")
+# The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl, PyTorch
+# with compiled autograd) and the third-party adapters it ships. The CUDA variants run the same
+# adapters on a GPU.
+DEFAULT_ENGINES = ("torch", "refimpl", "torch-compiled-autograd", "mygrad", "tinygrad", "jax",
+                   "paddle")
 
 
 class ReportsError(ValueError):
