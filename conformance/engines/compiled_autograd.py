@@ -85,6 +85,12 @@ class CompiledAutogradEngine(TorchLikeEngine):
             self._context.__enter__()
         if not self.keep_cache:
             self.torch._C._dynamo.compiled_autograd.clear_cache()
+        # Dynamo warns some things once per process (`warn_once`), as PyTorch's C++ warnings
+        # do unless `set_warn_always` (which reset sets): every case sees the warnings a
+        # fresh process shows, whatever ran before it.
+        once = getattr(getattr(self.torch._dynamo, "utils", None), "warn_once_cache", None)
+        if once is not None:
+            once.clear()
 
     def close(self) -> None:
         """Compiled autograd off again in this process (and its graph cache emptied)."""

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from conformance.engines import EngineError
 from conformance.fuzz.findings import DEFAULT_OUT
+from conformance.fuzz.known import KnownDifference, KnownDifferencesError, load_known
 from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, FuzzSetupError, fuzz, prefer_single_thread
@@ -56,6 +58,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("-j", "--jobs", default="1", metavar="N",
                         help="fuzz in N processes side by side, `auto` for one per core "
                              "(default 1); --examples is the total, shard i draws from seed + i")
+    parser.add_argument("--known", type=Path, metavar="FILE",
+                        help="known differences to count instead of report (a YAML file, see "
+                             "conformance.fuzz.known; e.g. reports/findings/"
+                             "torch-compiled-autograd/fuzz-known.yaml)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
@@ -81,9 +87,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        known = load_known(args.known) if args.known is not None else ()
+    except KnownDifferencesError as exc:
+        print(f"error: --known: {exc}", file=sys.stderr)
+        return 2
     prefer_single_thread()
     if jobs > 1:
-        return _run_in_parallel(args, reference_name, other_name, jobs)
+        return _run_in_parallel(args, reference_name, other_name, jobs, known)
     from conformance.run.workers import start_engines
 
     try:
@@ -97,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     and reference.engine.supports(f) and other.engine.supports(f)]
         result = fuzz(reference, other, examples=args.examples, seed=args.seed,
                       profile=args.profile, out=args.out, families=families,
-                      progress=not args.no_progress, database=args.db)
+                      progress=not args.no_progress, database=args.db, known=known)
     except (EngineError, FuzzSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -107,13 +118,14 @@ def run(args: argparse.Namespace) -> int:
     return _report(result)
 
 
-def _run_in_parallel(args: argparse.Namespace, reference: str, other: str, jobs: int) -> int:
+def _run_in_parallel(args: argparse.Namespace, reference: str, other: str, jobs: int,
+                     known: Sequence[KnownDifference]) -> int:
     try:
         result = fuzz_in_parallel(
             reference, other, jobs=jobs, examples=args.examples, seed=args.seed,
             profile=args.profile, out=args.out,
             families=[f for f in FAMILIES if f not in args.without], database=args.db,
-            progress=not args.no_progress)
+            progress=not args.no_progress, known=known)
     except ShardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -56,6 +56,9 @@ class Finding:
     lint_problems: tuple[str, ...] = ()
     write_error: str | None = None
     """Why the case and repro could not be written (the message then carries the case)."""
+    unstable: bool = False
+    """The engines differed on the program's first run and agreed when it ran again in the same
+    processes: state an earlier program left in an engine decided the mismatch."""
 
     def message(self) -> str:
         """What a person needs: the differences, the case and where the repro is."""
@@ -71,6 +74,11 @@ class Finding:
             "",
             f"repro on {self.other}: python {self.repro_path or '<not written>'}",
         ]
+        if self.unstable:
+            lines += ["", "unstable: the engines agreed when the program ran again in the same "
+                      "processes, so state an earlier program left in an engine decided this "
+                      "mismatch (the program is not shrunk; the repro, in a fresh process, may "
+                      "not show it)"]
         if self.lint_problems:
             lines += ["", "the case does not lint:", *self.lint_problems]
         return "\n".join(lines)

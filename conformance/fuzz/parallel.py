@@ -31,6 +31,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance.fuzz.known import KnownDifference
 from conformance.fuzz.profiles import get_profile
 from conformance.fuzz.runner import (
     FuzzResult,
@@ -89,8 +91,8 @@ def _tick() -> None:
 
 
 def _shard(names: tuple[str, str], examples: int, seed: int | None, profile: str,
-           out: Path | None, families: tuple[str, ...] | None, database: str | None
-           ) -> _ShardResult:
+           out: Path | None, families: tuple[str, ...] | None, database: str | None,
+           known: tuple[KnownDifference, ...] = ()) -> _ShardResult:
     """One shard: both engines loaded in this process, one fuzzing loop; stops early when
     told to."""
     from conformance.engines import EngineError, load_engine
@@ -102,7 +104,7 @@ def _shard(names: tuple[str, str], examples: int, seed: int | None, profile: str
         allowed = default_families(reference, other)
         result = fuzz(reference, other, examples=examples, seed=seed, profile=profile, out=out,
                       families=tuple(f for f in allowed if families is None or f in families),
-                      database=database, tick=_tick, stop=stop.is_set)
+                      database=database, tick=_tick, stop=stop.is_set, known=known)
     except (EngineError, FuzzSetupError) as exc:
         stop.set()
         return _ShardResult(FuzzResult(names[0], names[1], 0, 0.0, seed, profile), str(exc))
@@ -120,7 +122,8 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
                      seed: int | None = None, profile: str = "ci",
                      out: Path | None = None, families: Sequence[str] | None = None,
                      database: str | None = None, progress: bool = False,
-                     stream: TextIO | None = None) -> FuzzResult:
+                     stream: TextIO | None = None,
+                     known: Sequence[KnownDifference] = ()) -> FuzzResult:
     """`fuzz` in `jobs` processes; the programs, findings and rate of all of them.
 
     The result's `seconds` is the longest shard's fuzzing time (engines loaded), so `rate` is
@@ -141,7 +144,7 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
         pending: set[Future[_ShardResult]] = {
             pool.submit(_shard, (reference, other), share,
                         None if base is None else base + i, profile, out,
-                        None if families is None else tuple(families), database)
+                        None if families is None else tuple(families), database, tuple(known))
             for i, share in enumerate(shares(total, jobs)) if share}
         try:
             while pending:
@@ -174,7 +177,8 @@ def fuzz_in_parallel(reference: str, other: str, *, jobs: int, examples: int | N
         chosen.name, finding=first.finding if first else None,
         database=results[0].result.database if results else None,
         first_mismatch_at=first.first_mismatch_at if first else None, jobs=jobs,
-        more_findings=tuple(r.finding for r in findings[1:]))
+        more_findings=tuple(r.finding for r in findings[1:]),
+        known=dict(sum((Counter(r.result.known) for r in results), Counter())))
 
 
 __all__ = ["ShardError", "fuzz_in_parallel", "jobs_value", "shares"]

@@ -20,14 +20,16 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from hypothesis import given
 from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import FlakyFailure
 
 from conformance.engines.base import Engine
 from conformance.fuzz.differential import (
@@ -48,6 +50,7 @@ from conformance.fuzz.findings import (
     unwritable_reason,
     write_finding,
 )
+from conformance.fuzz.known import KnownDifference, known_finding
 from conformance.fuzz.minimise import minimise
 from conformance.fuzz.profiles import DatabaseError, get_profile, shown
 from conformance.fuzz.program import Program, ProgramStep
@@ -142,6 +145,8 @@ class FuzzResult:
     """Processes that fuzzed side by side (`conformance.fuzz.parallel`)."""
     more_findings: tuple[Finding, ...] = ()
     """Mismatches other shards found before they were stopped (each written like the first)."""
+    known: dict[str, int] = field(default_factory=dict)
+    """Programs that differed only in known ways, by the finding they are known under."""
 
     @property
     def rate(self) -> float:
@@ -158,9 +163,14 @@ class FuzzResult:
             seed = f"{seed}, {self.jobs} processes" + ("" if self.seed is None else
                                                       " (seeds counted up from it)")
         database = f", database {self.database}" if self.database else ""
+        known = ""
+        if self.known:
+            known = (f", {sum(self.known.values())} with known differences only ("
+                     + ", ".join(f"{name} {count}" for name, count
+                                 in sorted(self.known.items(), key=lambda kv: -kv[1])) + ")")
         return (f"fuzz: {self.programs} programs on {self.reference} (reference) vs "
-                f"{self.other}, {found}, {self.seconds:.1f} s, {self.rate:.0f} programs/s "
-                f"(profile {self.profile}, seed {seed}{database})")
+                f"{self.other}, {found}{known}, {self.seconds:.1f} s, {self.rate:.0f} "
+                f"programs/s (profile {self.profile}, seed {seed}{database})")
 
 
 class Progress:
@@ -223,10 +233,13 @@ def default_families(*engines: Engine | EngineHandle) -> tuple[str, ...]:
 
 
 def check_program(program: Program, reference: Engine | EngineHandle,
-                  other: Engine | EngineHandle) -> _MismatchFound | None:
+                  other: Engine | EngineHandle, known: Sequence[KnownDifference] = (),
+                  tally: Counter[str] | None = None) -> _MismatchFound | None:
     """Run `program` on both engines; the mismatch (with the reference's records), if any.
 
-    Engines in worker processes run the program side by side, each in its own process."""
+    Engines in worker processes run the program side by side, each in its own process. A
+    mismatch whose every difference is `known` counts as none (added to `tally` under its
+    finding)."""
     reference, other = as_handle(reference), as_handle(other)
     pending = [engine.call_later(observe_program, program, timeout=PROGRAM_TIMEOUT_S)
                for engine in (reference, other)]
@@ -240,10 +253,18 @@ def check_program(program: Program, reference: Engine | EngineHandle,
         return _MismatchFound(program, mismatch, records or [])
     strictness = weakest(reference.facts.message_strictness, other.facts.message_strictness)
     mismatch = first_mismatch(records, other_records, strictness, program)
-    return None if mismatch is None else _MismatchFound(program, mismatch, records)
+    if mismatch is None:
+        return None
+    finding = known_finding(mismatch, known) if known else None
+    if finding is not None:
+        if tally is not None:
+            tally[finding] += 1
+        return None
+    return _MismatchFound(program, mismatch, records)
 
 
-def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine) -> _MismatchFound:
+def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine,
+                   known: Sequence[KnownDifference] = ()) -> _MismatchFound:
     """`found` with its program cut down to the statements its mismatch needs.
 
     A candidate counts when the engines still differ on one of the observations (or the error,
@@ -253,7 +274,7 @@ def reduce_finding(found: _MismatchFound, reference: Engine, other: Engine) -> _
     last: dict[str, _MismatchFound] = {}
 
     def fails(candidate: Program) -> bool:
-        again = check_program(candidate, reference, other)
+        again = check_program(candidate, reference, other, known)
         if again is None or not wanted & {d.what for d in again.mismatch.differences}:
             return False
         last["found"] = again
@@ -335,7 +356,8 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
          families: Iterable[str] | None = None, progress: bool = False,
          stream: TextIO | None = None, database: str | None = None,
          tick: Callable[[], None] | None = None,
-         stop: Callable[[], bool] | None = None) -> FuzzResult:
+         stop: Callable[[], bool] | None = None,
+         known: Sequence[KnownDifference] = ()) -> FuzzResult:
     """Fuzz `other` against `reference`; a finding is shrunk, built and (with `out`) written.
 
     `examples` and `seed` default to the profile's; `database` (a folder or a
@@ -343,6 +365,7 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
     each program; when `stop` returns True the run ends there, with no finding (see
     `conformance.fuzz.parallel`). Raises FuzzSetupError before running any program when `out`
     cannot be written, the database cannot be used or an engine cannot run at all.
+    `known` differences (see `conformance.fuzz.known`) are counted, not reported.
     """
     chosen = get_profile(profile)
     reason = unwritable_reason(out) if out is not None else None
@@ -359,6 +382,7 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
     families = default_families(reference, other) if families is None else tuple(families)
     bar = Progress(hypothesis_settings.max_examples, stream, enabled=progress)
     first_at: list[int] = []
+    tally: Counter[str] = Counter()
 
     @given(programs(families=families))
     def run_one(program: Program) -> None:
@@ -367,7 +391,7 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
         bar.tick()
         if tick is not None:
             tick()
-        found = check_program(program, reference, other)
+        found = check_program(program, reference, other, known, tally)
         if found is not None:
             first_at.append(bar.count)
             raise found
@@ -381,11 +405,19 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
     location = chosen.database_location(database)
     start = time.perf_counter()
     found: _MismatchFound | None = None
+    unstable = False
     with _ctrl_c_told_apart():
         try:
             run_one()
         except _MismatchFound as exc:
             found = exc
+        except FlakyFailure as exc:
+            # The engines differed, then agreed when Hypothesis ran the same program again:
+            # state an earlier program left in an engine decided it. Still a finding.
+            found = _first_mismatch(exc)
+            if found is None:
+                raise
+            unstable = True
         except Stopped:
             pass
         finally:
@@ -393,13 +425,28 @@ def fuzz(reference: Engine | EngineHandle, other: Engine | EngineHandle, *,
         result = FuzzResult(reference.facts.name, other.facts.name, bar.count,
                             time.perf_counter() - start, seed, chosen.name,
                             database=shown(location) if location else None,
-                            first_mismatch_at=first_at[0] if first_at else None)
-        if found is not None:
-            found = reduce_finding(found, reference, other)
+                            first_mismatch_at=first_at[0] if first_at else None,
+                            known=dict(tally))
+        if found is not None and not unstable:
+            # (An unstable mismatch is not cut down: a shorter program's verdict would say
+            # nothing, the mismatch not showing on a second run anyway.)
+            found = reduce_finding(found, reference, other, known)
     if found is not None:
         finding = build_finding(found.program, found.mismatch, reference, other, found.records)
+        finding.unstable = unstable
         result.finding = _write(finding, out) if out is not None else finding
     return result
+
+
+def _first_mismatch(group: BaseException) -> _MismatchFound | None:
+    """The mismatch inside Hypothesis's FlakyFailure (an exception group, maybe nested)."""
+    for exc in getattr(group, "exceptions", ()):
+        if isinstance(exc, _MismatchFound):
+            return exc
+        inner = _first_mismatch(exc)
+        if inner is not None:
+            return inner
+    return None
 
 
 def _write(finding: Finding, out: Path) -> Finding:
