@@ -1,0 +1,38 @@
+"""Independent nodes run in another order: eager runs the node created last first.
+
+Standalone: plain PyTorch, no conformance import. Runs the same program with eager autograd and
+with compiled autograd (torch._dynamo.compiled_autograd, the graph compiled by torch.compile with
+the "eager" backend) in one process and prints both results.
+"""
+import torch
+from torch._dynamo import compiled_autograd
+
+
+def program():
+    x = torch.ones(1, requires_grad=True)
+    seen = []
+    parts = []
+    for i in range(1, 7):
+        p = x * i
+        p.register_hook(lambda g, i=i: seen.append(i))
+        parts.append(p)
+    torch.cat(parts).sum().backward()
+    return seen
+
+
+def outcome(fn):
+    try:
+        return repr(fn())
+    except Exception as exc:  # the error is the result
+        return f"raises {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+
+
+def compiled():
+    torch._dynamo.reset()  # a cold compiled-autograd cache
+    with compiled_autograd._enable(lambda gm: torch.compile(gm, backend="eager", fullgraph=False)):
+        return program()
+
+
+print("torch", torch.__version__)
+print("eager:   ", outcome(program))
+print("compiled:", outcome(compiled))

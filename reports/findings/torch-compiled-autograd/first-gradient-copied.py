@@ -1,0 +1,35 @@
+"""A leaf's first gradient, a view of the caller's gradient, is copied instead of kept: later writes to the caller's tensor do not show in .grad.
+
+Standalone: plain PyTorch, no conformance import. Runs the same program with eager autograd and
+with compiled autograd (torch._dynamo.compiled_autograd, the graph compiled by torch.compile with
+the "eager" backend) in one process and prints both results.
+"""
+import torch
+from torch._dynamo import compiled_autograd
+
+
+def program():
+    a = torch.ones(2, 3, requires_grad=True)
+    ga = torch.ones(6)
+    a.view(6).backward(ga)
+    with torch.no_grad():
+        ga.add_(10)
+    return a.grad.tolist()
+
+
+def outcome(fn):
+    try:
+        return repr(fn())
+    except Exception as exc:  # the error is the result
+        return f"raises {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+
+
+def compiled():
+    torch._dynamo.reset()  # a cold compiled-autograd cache
+    with compiled_autograd._enable(lambda gm: torch.compile(gm, backend="eager", fullgraph=False)):
+        return program()
+
+
+print("torch", torch.__version__)
+print("eager:   ", outcome(program))
+print("compiled:", outcome(compiled))

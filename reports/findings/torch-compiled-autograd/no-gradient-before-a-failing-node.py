@@ -1,0 +1,39 @@
+"""When a node fails, leaves whose gradients were already computed get none: eager has accumulated them.
+
+Standalone: plain PyTorch, no conformance import. Runs the same program with eager autograd and
+with compiled autograd (torch._dynamo.compiled_autograd, the graph compiled by torch.compile with
+the "eager" backend) in one process and prints both results.
+"""
+import torch
+from torch._dynamo import compiled_autograd
+
+
+def program():
+    x = torch.ones(2, requires_grad=True)
+    w = torch.ones(2, requires_grad=True)
+    e = x.exp()
+    z = (w * 2).sum() + e.sum()
+    e.add_(1.0)  # exp's saved output is modified: its backward fails
+    try:
+        z.backward()
+    except RuntimeError:
+        pass
+    return {"w.grad": None if w.grad is None else w.grad.tolist()}
+
+
+def outcome(fn):
+    try:
+        return repr(fn())
+    except Exception as exc:  # the error is the result
+        return f"raises {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+
+
+def compiled():
+    torch._dynamo.reset()  # a cold compiled-autograd cache
+    with compiled_autograd._enable(lambda gm: torch.compile(gm, backend="eager", fullgraph=False)):
+        return program()
+
+
+print("torch", torch.__version__)
+print("eager:   ", outcome(program))
+print("compiled:", outcome(compiled))

@@ -1,0 +1,35 @@
+"""A None gradient reaching a hook or a custom Function crashes the trace (AttributeError: 'NoneType' object has no attribute 'op').
+
+Standalone: plain PyTorch, no conformance import. Runs the same program with eager autograd and
+with compiled autograd (torch._dynamo.compiled_autograd, the graph compiled by torch.compile with
+the "eager" backend) in one process and prints both results.
+"""
+import torch
+from torch._dynamo import compiled_autograd
+
+
+def program():
+    x = torch.ones(4, requires_grad=True)
+    a, b = x.split(2)
+    seen = []
+    b.register_hook(lambda g: seen.append(g))  # b gets no gradient: its hook sees None
+    a.sum().backward()
+    return {"seen": seen, "x.grad": x.grad.tolist()}
+
+
+def outcome(fn):
+    try:
+        return repr(fn())
+    except Exception as exc:  # the error is the result
+        return f"raises {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+
+
+def compiled():
+    torch._dynamo.reset()  # a cold compiled-autograd cache
+    with compiled_autograd._enable(lambda gm: torch.compile(gm, backend="eager", fullgraph=False)):
+        return program()
+
+
+print("torch", torch.__version__)
+print("eager:   ", outcome(program))
+print("compiled:", outcome(compiled))
