@@ -53,3 +53,16 @@ def test_the_script_shows_the_divergence(finding: dict) -> None:
     lines = dict(line.split(":", 1) for line in output.splitlines() if ":" in line)
     assert "eager" in lines and "compiled" in lines, output
     assert lines["eager"].strip() != lines["compiled"].strip(), output
+
+
+def test_the_report_lists_every_finding_with_its_upstream_status() -> None:
+    from conformance.report.findings import render_findings
+
+    text = "\n".join(render_findings(FOLDER, run=False))
+    kinds = [f["kind"] for f in FINDINGS]
+    assert f"{len(FINDINGS)} root causes: {kinds.count('BUG')} BUG" in text
+    for finding in FINDINGS:
+        assert f"### {finding['id']}" in text
+        assert finding["script"] in text
+        if finding.get("draft"):
+            assert "Draft issue" in text.split(f"### {finding['id']}", 1)[1]
