@@ -19,9 +19,10 @@ with a backend chosen by the environment variable `AUTOGRAD_CA_BACKEND`:
 `fullgraph=False`, as `torch.compile` defaults: a hook Dynamo cannot trace breaks the graph
 instead of failing the backward.
 
-Compiled autograd keeps a cache of traced graphs keyed by the graph's structure, for the life of
-the process. `reset` empties it by default, so each case sees a cold cache and no verdict depends
-on which case ran before; `AUTOGRAD_CA_KEEP_CACHE=1` keeps it across cases (with
+Compiled autograd keeps a cache of traced graphs keyed by the graph's structure, and Dynamo one
+of compiled code, for the life of the process. `reset` empties both by default, so each case sees
+cold caches and no verdict depends on which case ran before; `AUTOGRAD_CA_KEEP_CACHE=1` keeps
+them across cases (with
 `run --shuffle SEED`, that shows state the cache carries from one backward to another, which the
 spec then pins down in a single case).
 """
@@ -78,13 +79,20 @@ class CompiledAutogradEngine(TorchLikeEngine):
         super().reset()
         from torch._dynamo import compiled_autograd
 
+        if not self.keep_cache:
+            # Every case starts from a cold process's caches: compiled autograd's graph cache
+            # and Dynamo's compiled code. Dynamo's code cache matters as much: FX gives graphs
+            # with the same source one code object, and past its recompile limit Dynamo stops
+            # compiling that code, so later cases would run uncompiled graphs depending on how
+            # many cases ran before. `torch._dynamo.reset` also switches compiled autograd off:
+            # it is left first and entered again below.
+            self.close()
+            self.torch._dynamo.reset()
         if self._context is None or not compiled_autograd.compiled_autograd_enabled:
-            # Entered once and kept: compiled autograd stays on between cases. Entered again
-            # only when a case switched it off.
+            # Entered once and kept while the cache is: compiled autograd stays on between
+            # cases; entered again when a case switched it off.
             self._context = compiled_autograd._enable(self._compiler)
             self._context.__enter__()
-        if not self.keep_cache:
-            self.torch._C._dynamo.compiled_autograd.clear_cache()
         # Dynamo warns some things once per process (`warn_once`), as PyTorch's C++ warnings
         # do unless `set_warn_always` (which reset sets): every case sees the warnings a
         # fresh process shows, whatever ran before it.
@@ -95,9 +103,15 @@ class CompiledAutogradEngine(TorchLikeEngine):
     def close(self) -> None:
         """Compiled autograd off again in this process (and its graph cache emptied)."""
         context, self._context = self._context, None
-        if context is not None:
+        if context is None:
+            return
+        try:
             context.__exit__(None, None, None)
-            self.torch._C._dynamo.compiled_autograd.clear_cache()
+        except Exception:  # noqa: BLE001 - a case left its own compiled-autograd context open
+            from torch._dynamo import compiled_autograd
+
+            compiled_autograd.reset()  # every context's effect undone at once
+        self.torch._C._dynamo.compiled_autograd.clear_cache()
 
     def _state_changes(self) -> list[str]:
         changes = super()._state_changes()
