@@ -62,6 +62,11 @@ class Engine(ABC):
     as a missing name or a crash (an engine whose checks raise SystemError, say). Any other
     exception is a refusal unless it means a missing name, a crash, or the adapter's own
     `raise` (`conformance.run.refusals`)."""
+    python_builtins: bool = False
+    """Run snippets with all of Python's builtins rather than the few `api.yaml` allows. For an
+    engine whose own machinery evaluates code in the snippets' globals (Dynamo evaluates its
+    guards there: `getattr`, `len`, ...). Case text is still held to `api.yaml`'s names: the
+    loader refuses a case that names anything else before anything runs."""
 
     @property
     def available(self) -> bool:

@@ -19,10 +19,9 @@ with a backend chosen by the environment variable `AUTOGRAD_CA_BACKEND`:
 `fullgraph=False`, as `torch.compile` defaults: a hook Dynamo cannot trace breaks the graph
 instead of failing the backward.
 
-Compiled autograd keeps a cache of traced graphs keyed by the graph's structure, and Dynamo one
-of compiled code, for the life of the process. `reset` empties both by default, so each case sees
-cold caches and no verdict depends on which case ran before; `AUTOGRAD_CA_KEEP_CACHE=1` keeps
-them across cases (with
+Compiled autograd keeps a cache of traced graphs keyed by the graph's structure, for the life of
+the process. `reset` empties it by default, so each case sees a cold cache and no verdict depends
+on which case ran before; `AUTOGRAD_CA_KEEP_CACHE=1` keeps it across cases (with
 `run --shuffle SEED`, that shows state the cache carries from one backward to another, which the
 spec then pins down in a single case).
 """
@@ -40,6 +39,7 @@ NAME = "torch-compiled-autograd"
 BACKENDS = ("eager", "aot_eager", "inductor")
 BACKEND_ENV = "AUTOGRAD_CA_BACKEND"
 KEEP_CACHE_ENV = "AUTOGRAD_CA_KEEP_CACHE"
+RECOMPILE_LIMIT = 1_000_000
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / f"{NAME}.yaml"
 
 REPRO_IMPORT = """\
@@ -60,6 +60,10 @@ class CompiledAutogradEngine(TorchLikeEngine):
     """PyTorch with compiled autograd on for every backward and `autograd.grad`."""
 
     expectations = EXPECTATIONS
+    # Dynamo evaluates its guards in the globals of the code it compiles (a hook a snippet
+    # defines): with the case sandbox's few builtins, `getattr` is missing and the backward
+    # fails inside Dynamo, which a user's script never sees.
+    python_builtins = True
 
     def __init__(self, backend: str = "eager", keep_cache: bool = False) -> None:
         if backend not in BACKENDS:
@@ -79,20 +83,19 @@ class CompiledAutogradEngine(TorchLikeEngine):
         super().reset()
         from torch._dynamo import compiled_autograd
 
-        if not self.keep_cache:
-            # Every case starts from a cold process's caches: compiled autograd's graph cache
-            # and Dynamo's compiled code. Dynamo's code cache matters as much: FX gives graphs
-            # with the same source one code object, and past its recompile limit Dynamo stops
-            # compiling that code, so later cases would run uncompiled graphs depending on how
-            # many cases ran before. `torch._dynamo.reset` also switches compiled autograd off:
-            # it is left first and entered again below.
-            self.close()
-            self.torch._dynamo.reset()
+        config = self.torch._dynamo.config
+        # FX gives graphs of the same source one code object, and past Dynamo's recompile
+        # limit for a code object, Dynamo stops compiling it: later cases would run their
+        # graphs uncompiled, depending on how many cases ran before. No limit, then: every
+        # case's backward is compiled, as the first one's is.
+        config.recompile_limit = config.accumulated_recompile_limit = RECOMPILE_LIMIT
         if self._context is None or not compiled_autograd.compiled_autograd_enabled:
-            # Entered once and kept while the cache is: compiled autograd stays on between
-            # cases; entered again when a case switched it off.
+            # Entered once and kept: compiled autograd stays on between cases; entered again
+            # when a case switched it off.
             self._context = compiled_autograd._enable(self._compiler)
             self._context.__enter__()
+        if not self.keep_cache:
+            self.torch._C._dynamo.compiled_autograd.clear_cache()
         # Dynamo warns some things once per process (`warn_once`), as PyTorch's C++ warnings
         # do unless `set_warn_always` (which reset sets): every case sees the warnings a
         # fresh process shows, whatever ran before it.

@@ -27,7 +27,7 @@ import numpy as np
 
 from conformance.engines.base import Engine
 from conformance.fuzz.program import Program
-from conformance.run import wire
+from conformance.run import snippets, wire
 from conformance.run.compare import TOLERANCES
 from conformance.run.executor import (
     clean_warning,
@@ -176,7 +176,7 @@ def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
     finally:
         # As in the executor: the program's objects go (closing what it left suspended)
         # before the engine's state is restored.
-        namespace.clear()
+        snippets.empty(namespace)
         engine.reset()
     return records
 

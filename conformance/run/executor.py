@@ -18,6 +18,7 @@ verdict; an exception from the runner or the adapter is an `error` too. Neither 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import signal
 import threading
@@ -175,7 +176,7 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
             finally:
                 # Dropping the case's objects closes what it left suspended (a generator
                 # inside a `with` block) before the engine's state is restored.
-                namespace.clear()
+                snippets.empty(namespace)
                 engine.reset()
     except CaseTimeout:
         return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
@@ -207,7 +208,8 @@ def new_namespace(engine: Engine, rng: np.random.Generator,
     compiled with to their text, for tools that read a function's source."""
     names = builtin_names if builtin_names is not None else default_builtins()
     namespace: dict[str, Any] = snippets.fresh(sources or {})
-    namespace["__builtins__"] = dict(case_builtins(names))
+    namespace["__builtins__"] = dict(vars(builtins)) if engine.python_builtins \
+        else dict(case_builtins(names))
     namespace.update(helpers(engine))
     namespace.update(engine.namespace(rng))
     return namespace

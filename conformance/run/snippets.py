@@ -49,7 +49,7 @@ def fresh(sources: Mapping[str, str] = {}) -> dict:  # noqa: B006 - read only
     (compiled file name -> source text) findable through `linecache`."""
     module = case_module()
     namespace = module.__dict__
-    namespace.clear()
+    empty(namespace)
     namespace.update({"__name__": _name, "__doc__": None, "__package__": None,
                       "__loader__": None, "__spec__": None})
     forget_sources()
@@ -63,6 +63,14 @@ def fresh(sources: Mapping[str, str] = {}) -> dict:  # noqa: B006 - read only
         linecache.cache[filename] = (len(text), None, lines, filename)
         _registered.append(filename)
     return namespace
+
+
+def empty(namespace: dict) -> None:
+    """Drop a case's names (the namespace ends empty, as with `dict.clear()`), one at a time
+    in the order they were made, so a name dropped with its object by a callback while the
+    others go (as Dynamo does with names it put there) is dropped while it is still there."""
+    for name in list(namespace):
+        namespace.pop(name, None)
 
 
 def forget_sources() -> None:

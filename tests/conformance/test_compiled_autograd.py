@@ -102,3 +102,12 @@ def test_the_engine_is_not_eager_torch(compiled) -> None:
     result = run_case(case, compiled, timeout=None)
     assert result.verdict == "failed"
     assert "b.grad" in result.message
+
+
+def test_dynamo_guards_see_python_builtins(compiled) -> None:
+    # Dynamo evaluates guards on a snippet's hook in the snippet's globals; with the case
+    # sandbox's builtins this case failed in a fresh worker (KeyError: getattr) and passed
+    # only after other cases had run.
+    cases = {c.id: c for c in load([DEFAULT_SPEC_DIR / "cases"]).cases}
+    result = run_case(cases["hooks.post-accumulate-grad-hook"], compiled, timeout=None)
+    assert result.verdict == "passed", result.message
