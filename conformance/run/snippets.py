@@ -65,11 +65,17 @@ def fresh(sources: Mapping[str, str] = {}) -> dict:  # noqa: B006 - read only
     return namespace
 
 
+OWN = ("__builtins__", "__name__", "__doc__", "__package__", "__loader__", "__spec__")
+"""The names the runner puts in the module besides the case's (which never start with '_')."""
+
+
 def empty(namespace: dict) -> None:
-    """Drop a case's names (the namespace ends empty, as with `dict.clear()`), one at a time
-    in the order they were made, so a name dropped with its object by a callback while the
-    others go (as Dynamo does with names it put there) is dropped while it is still there."""
-    for name in list(namespace):
+    """Drop the case's names and the module's own; leave every other name starting with '_',
+    which is Dynamo's. Dynamo puts names into the globals of the code it compiles (a hook a
+    snippet defines) and deletes each itself when that code is collected, which may be after
+    the case: deleted here, its own deletion would fail (an ignored KeyError printed). Case
+    text cannot name anything starting with '_', so no case sees them."""
+    for name in [n for n in namespace if not n.startswith("_")] + list(OWN):
         namespace.pop(name, None)
 
 
