@@ -107,6 +107,8 @@ def render_findings(findings_dir: Path, *, run: bool = True) -> list[str]:
                   "", f"Upstream: {markdown_text(str(entry['upstream']))}."]
         if entry.get("source"):
             lines += ["", f"Documented: {markdown_text(str(entry['source']))}."]
+        if entry.get("note"):
+            lines += ["", f"Note: {markdown_text(str(entry['note']))}"]
         script = findings_dir / entry["script"]
         lines += ["", f"Repro: {markdown_code(str(script), in_table=False)}"]
         if run:
