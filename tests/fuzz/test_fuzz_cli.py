@@ -139,7 +139,7 @@ def test_mismatches_found_by_two_shards_are_all_reported(torch_engine, tmp_path,
     from conformance.fuzz import parallel
     from conformance.fuzz.runner import FuzzResult
 
-    def shard(names, examples, seed, profile, out, families, database):
+    def shard(names, examples, seed, profile, out, families, database, known=()):
         finding = f"finding of shard {seed}"
         return parallel._ShardResult(FuzzResult(names[0], names[1], examples, 1.0, seed,
                                                 profile, finding=finding, first_mismatch_at=3))
