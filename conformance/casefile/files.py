@@ -134,3 +134,16 @@ def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
         if loader is not None:
             loader.dispose()
     return data, list(loader.duplicates)
+
+
+def read_yaml_list(path: Path, key: str) -> list[Any]:
+    """The list under `key` of the YAML mapping in `path` (a known-differences or findings
+    file); ValueError, saying where, when the file is broken or holds something else."""
+    data, problems = read_yaml(path)
+    if problems:
+        line, message = problems[0]
+        raise ValueError(f"{path}:{line}: {message}")
+    entries = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a mapping with a '{key}' list")
+    return entries

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.casefile.files import read_yaml
+from conformance.casefile.files import read_yaml_list
 from conformance.fuzz.differential import Mismatch
 
 
@@ -39,13 +39,10 @@ class KnownDifference:
 
 
 def load_known(path: Path) -> tuple[KnownDifference, ...]:
-    data, problems = read_yaml(path)
-    if problems:
-        line, message = problems[0]
-        raise KnownDifferencesError(f"{path}:{line}: {message}")
-    entries = data.get("known") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise KnownDifferencesError(f"{path}: expected a mapping with a 'known' list")
+    try:
+        entries = read_yaml_list(path, "known")
+    except ValueError as exc:
+        raise KnownDifferencesError(str(exc)) from None
     known = []
     for index, entry in enumerate(entries):
         fields = {key: entry.get(key) if isinstance(entry, dict) else None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.casefile.files import read_yaml
+from conformance.casefile.files import read_yaml_list
 from conformance.report.formats import markdown_code, markdown_text
 
 KINDS = ("BUG", "LIMITATION", "MESSAGE")
@@ -28,13 +28,10 @@ class FindingsError(ValueError):
 
 def load_findings(path: Path) -> list[dict[str, Any]]:
     """The findings of `path` (a findings.yaml), checked: every field a report needs."""
-    data, problems = read_yaml(path)
-    if problems:
-        line, message = problems[0]
-        raise FindingsError(f"{path}:{line}: {message}")
-    entries = data.get("findings") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise FindingsError(f"{path}: expected a mapping with a 'findings' list")
+    try:
+        entries = read_yaml_list(path, "findings")
+    except ValueError as exc:
+        raise FindingsError(str(exc)) from None
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         where = f"{path}: finding {index}"
