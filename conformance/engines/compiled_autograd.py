@@ -28,6 +28,7 @@ spec then pins down in a single case).
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -74,15 +75,20 @@ class CompiledAutogradEngine(TorchLikeEngine):
         self.keep_cache = keep_cache
         self._context: Any = None
         if self.torch is not None:
+            importlib.import_module("torch._dynamo.compiled_autograd")
             self.version = f"{self.version} (compiled autograd, backend {backend})"
+
+    @property
+    def _machinery(self) -> Any:
+        """`torch._dynamo.compiled_autograd` (imported when the engine is made)."""
+        return self.torch._dynamo.compiled_autograd
 
     def _compiler(self, graph: Any) -> Any:
         return self.torch.compile(graph, backend=self.backend, fullgraph=False)
 
     def reset(self) -> None:
         super().reset()
-        from torch._dynamo import compiled_autograd
-
+        compiled_autograd = self._machinery
         config = self.torch._dynamo.config
         # FX gives graphs of the same source one code object, and past Dynamo's recompile
         # limit for a code object, Dynamo stops compiling it: later cases would run their
@@ -111,17 +117,13 @@ class CompiledAutogradEngine(TorchLikeEngine):
         try:
             context.__exit__(None, None, None)
         except Exception:  # noqa: BLE001 - a case left its own compiled-autograd context open
-            from torch._dynamo import compiled_autograd
-
-            compiled_autograd.reset()  # every context's effect undone at once
+            self._machinery.reset()  # every context's effect undone at once
         self.torch._C._dynamo.compiled_autograd.clear_cache()
 
     def _state_changes(self) -> list[str]:
         changes = super()._state_changes()
         if self._context is not None:
-            from torch._dynamo import compiled_autograd
-
-            if not compiled_autograd.compiled_autograd_enabled:
+            if not self._machinery.compiled_autograd_enabled:
                 changes.append("compiled autograd is off")
         return changes
 
