@@ -28,6 +28,7 @@ from pathlib import Path
 from conformance import scaffold
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
+from conformance.casefile.messages import read_inventory
 from conformance.engines import EngineError
 from conformance.fuzz import cli as fuzz_cli
 from conformance.reference import cli as docs_cli
@@ -173,13 +174,18 @@ def _lint(args: argparse.Namespace) -> int:
         return 2
     result = load(args.paths, SpecResources.load(args.spec, texts_dir=args.sources,
                                                   docstrings=args.docstrings))
+    inventory, inventory_problems = read_inventory(args.spec)
+    result.problems += inventory_problems
     for problem in result.problems:
         print(terminal_text(str(problem)))
     quotes = "quotes checked against the texts" if args.sources else \
         "quotes not checked against the texts (use --sources DIR)"
     if args.docstrings:
         quotes += " and PyTorch's docstrings"
-    print(f"{len(result.cases)} cases checked, {len(result.problems)} problem(s); {quotes}")
+    checked = f"{len(result.cases)} cases"
+    if inventory is not None:
+        checked += f" and {len(inventory.messages)} inventory messages"
+    print(f"{checked} checked, {len(result.problems)} problem(s); {quotes}")
     return 1 if result.problems else 0
 
 

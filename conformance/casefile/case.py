@@ -32,7 +32,8 @@ from conformance.casefile.vocabulary import TooComplex, parse
 
 ID_PATTERN = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
 STAGES = ("forward", "backward", "attribute")
-CASE_KEYS = {"id", "rule", "sources", "errata", "features", "steps", "seed"}
+CASE_KEYS = {"id", "rule", "sources", "errata", "features", "steps", "seed", "fix", "see_also"}
+FIX_KEYS = {"text", "cases"}
 STEP_KEYS = {"run", "expect", "raises", "warns"}
 RAISES_KEYS = {"type", "stage", "message", "messages"}
 # An expected value is data, walked by code that recurses (comparisons, the feature scan); a
@@ -61,6 +62,16 @@ class Erratum:
     doc: str
     quote: str
     correction: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What a user who meets the case's error, warning or trap should do, and the cases that
+    show it done (ids, possibly of other topics)."""
+
+    text: str
+    cases: tuple[str, ...] = ()
     line: int | None = None
 
 
@@ -119,6 +130,9 @@ class Case:
     errata: tuple[Erratum, ...] = ()
     features: tuple[str, ...] = ()
     seed: int = 0
+    fix: Fix | None = None
+    see_also: tuple[str, ...] = ()
+    """Ids of related cases; the reference links them both ways."""
     file: str | None = None
     line: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -205,13 +219,43 @@ class _Parser:
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             self.problem(line_of(data, "seed"), f"{where}: seed must be a non-negative integer")
             seed = 0
+        fix = self.fix(data, where)
+        see_also = self.case_ids(data, "see_also", where)
         steps = self.steps(data, where)
         if case_id is None or rule is None or steps is None:
             return None
+        if case_id in see_also:
+            self.problem(line_of(data, "see_also"), f"{where}: see_also names the case itself")
         return Case(
             id=case_id, rule=rule, steps=steps, sources=sources, errata=errata,
-            features=features, seed=seed, file=file, line=line_of(data), raw=data,
+            features=features, seed=seed, fix=fix, see_also=see_also, file=file,
+            line=line_of(data), raw=data,
         )
+
+    def case_ids(self, node: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+        ids = node.get(key, [])
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            self.problem(line_of(node, key), f"{where}: '{key}' must be a list of case ids")
+            return ()
+        for bad in [i for i in ids if not ID_PATTERN.match(i)]:
+            self.problem(line_of(node, key), f"{where}: '{key}': {bad!r} is not a case id "
+                         f"(topic.name, lower case)")
+        if len(set(ids)) != len(ids):
+            self.problem(line_of(node, key), f"{where}: '{key}' lists a case twice")
+        return tuple(i for i in ids if ID_PATTERN.match(i))
+
+    def fix(self, data: Mapping[str, Any], where: str) -> Fix | None:
+        if "fix" not in data:
+            return None
+        node = data["fix"]
+        if not isinstance(node, Mapping):
+            self.problem(line_of(data, "fix"), f"{where}: 'fix' must be a mapping with 'text' "
+                         "(what to do) and optionally 'cases' (ids of cases that show it)")
+            return None
+        self.unknown_keys(node, FIX_KEYS, f"{where} fix")
+        text = self.text(node, "text", f"{where} fix")
+        cases = self.case_ids(node, "cases", f"{where} fix")
+        return Fix(text, cases, line_of(data, "fix")) if text else None
 
     def mappings(self, data: Mapping[str, Any], key: str, where: str) -> list[Any]:
         items = data.get(key, [])

@@ -195,7 +195,26 @@ def load(paths: Iterable[Path], resources: SpecResources | None = None) -> LoadR
         cases, problems = load_file(path, resources, seen)
         result.cases += cases
         result.problems += problems
+    result.problems += _reference_problems(result.cases, {path.stem for path in files})
     return result
+
+
+def _reference_problems(cases: list[Case], topics: set[str]) -> list[Problem]:
+    """`see_also` and `fix.cases` must name cases that exist. A reference into a topic whose
+    file was not loaded (a run of one file) cannot be checked and is left alone; `lint` of the
+    whole spec checks them all."""
+    known = {case.id for case in cases}
+    problems = []
+    for case in cases:
+        refs = [("see_also", ref, line_of(case.raw, "see_also")) for ref in case.see_also]
+        if case.fix is not None:
+            refs += [("fix", ref, case.fix.line) for ref in case.fix.cases]
+        for key, ref, line in refs:
+            if ref not in known and ref.split(".", 1)[0] in topics:
+                problems.append(Problem(case.file or "?", line or case.line or 1,
+                                        f"case {case.id}: {key} names {ref!r}, which is not a "
+                                        f"case (check the id in {ref.split('.', 1)[0]}.yaml)"))
+    return problems
 
 
 def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None = None

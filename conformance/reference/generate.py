@@ -17,18 +17,23 @@ matrix) and one per engine, `features`, `case-language` (spec/INTERPRETING.md), 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.casefile.messages import read_inventory
 from conformance.casefile.sources import SourceDocument, collapse, load_sources
 from conformance.reference import rst
+from conformance.reference.messages import MessageIndex, build_index, messages_page
 from conformance.reference.results import EngineResults, describe, engine_facts, first_line
 from conformance.reference.session import TORCH_VERSION, render_case
 from conformance.run.executor import VERDICTS
@@ -39,7 +44,7 @@ SHORT_ORACLE = "PyTorch " + ".".join(TORCH_VERSION.split(".")[:2])
 GUIDE = Path("docs") / "adapters.md"
 # Page names that are not topics; a topic with one of these names would overwrite the page.
 RESERVED = {"index", "errata", "features", "fuzzing", "adapters", "case-language", "sources",
-            "engines", "search", "genindex"}
+            "engines", "search", "genindex", "messages"}
 SHOWN_VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 CLAIM_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 EXAMPLE_CASE = "retain_grad.nonleaf-keeps-grad"
@@ -68,6 +73,9 @@ class Site:
     open_findings: list[Case] | None = None
     open_findings_dir: str | None = None
     claims_by_id: dict[str, Claim] = field(default_factory=dict)
+    messages: MessageIndex | None = None
+    referenced_by: dict[str, list[str]] = field(default_factory=dict)
+    """Case id -> the cases whose `see_also` or `fix` name it (the other end of each link)."""
 
     @property
     def case_by_id(self) -> dict[str, Case]:
@@ -124,6 +132,11 @@ def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResult
     open_findings = None
     if open_findings_dir is not None:
         open_findings = load_open_findings(Path(open_findings_dir), spec_dir)
+    inventory, problems = read_inventory(spec_dir)
+    if problems:
+        listed = "\n".join(str(p) for p in problems[:20])
+        raise GenerateError(f"the message inventory has {len(problems)} problem(s) "
+                            f"(`python -m conformance lint` lists them all):\n{listed}")
     return Site(
         spec_dir=spec_dir, cases=list(cases), topics=topics, intros=intros, sources=sources,
         trace=traced, features={str(k): str(v) for k, v in features_data.items()},
@@ -133,7 +146,18 @@ def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResult
         open_findings=open_findings,
         open_findings_dir=str(open_findings_dir) if open_findings_dir is not None else None,
         claims_by_id=claims_by_id,
+        messages=build_index(cases, inventory),
+        referenced_by=_referenced_by(cases),
     )
+
+
+def _referenced_by(cases: Iterable[Case]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for case in cases:
+        targets = list(case.see_also) + (list(case.fix.cases) if case.fix else [])
+        for target in dict.fromkeys(targets):
+            found[target].append(case.id)
+    return dict(found)
 
 
 def _leading_comment(path: Path) -> list[tuple[str, str]]:
@@ -196,6 +220,8 @@ def write_sources(site: Site, folder: Path) -> list[str]:
                              "case-language.md": site.interpreting,
                              "sources/index.rst": sources_index(site),
                              "engines/index.rst": engines_index(site)}
+    pages["messages.rst"] = messages_page(site.messages or build_index(site.cases, None),
+                                          ORACLE, SHORT_ORACLE)
     pages["adapters.md" if site.guide is not None else "adapters.rst"] = \
         site.guide if site.guide is not None else missing_guide()
     for topic, cases in site.topics.items():
@@ -208,6 +234,10 @@ def write_sources(site: Site, folder: Path) -> list[str]:
     (folder / "_static").mkdir(parents=True, exist_ok=True)
     (folder / "conf.py").write_text(CONF, encoding="utf-8")
     (folder / "_static" / "reference.css").write_text(CSS, encoding="utf-8")
+    (folder / "_static" / SEARCH_SCRIPT).write_text(
+        resources.files("conformance.reference").joinpath("static", SEARCH_SCRIPT)
+        .read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "_static" / "spec-index.js").write_text(search_index(site), encoding="utf-8")
     for name, text in pages.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +256,7 @@ language = "en"
 html_theme = "furo"
 html_static_path = ["_static"]
 html_css_files = ["reference.css"]
+html_js_files = ["spec-search.js"]
 # Quotes must stay exactly as the documents wrote them: no curly quotes or dashes.
 smartquotes = False
 html_copy_source = False
@@ -253,7 +284,48 @@ CSS = """\
 table.matrix td:first-child { white-space: nowrap; }
 .spec-claim-id code { font-weight: 600; }
 section.spec-case { margin-top: 2.5em; }
+section.spec-message { margin-top: 2em; }
+/* An error's useful part is often its end ("... is at version 1; expected version 0"): long
+   lines of examples and messages wrap instead of hiding it behind a scroll bar. */
+.highlight-pycon pre, .highlight-none pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+#spec-results ol { padding-left: 1.4em; }
+.spec-result { margin-bottom: 0.9em; }
+.spec-result-kind { font-size: 0.85em; color: var(--color-foreground-secondary, #555); }
+.spec-result-snippet { margin: 0.2em 0 0; font-size: 0.9em; overflow-wrap: anywhere; }
+.spec-result-snippet mark { background: rgba(255, 200, 0, 0.35); color: inherit; }
 """
+
+
+SEARCH_SCRIPT = "spec-search.js"
+EXAMPLE_LIMIT = 4000
+"""Characters of a case's example the search index keeps (enough for any real case)."""
+
+
+def search_index(site: Site) -> str:
+    """`_static/spec-index.js`: every case and every message as a search result of its own.
+
+    Keys are short because the file is loaded by every search: `k` kind, `u` link, `i` case
+    id, `t` title (the rule), `m` messages, `x` further text (the example, the causes). It is a
+    script assigning a global, so a site opened from file:// can load it.
+    """
+    entries: list[dict[str, Any]] = []
+    for topic, cases in site.topics.items():
+        for case in cases:
+            messages = []
+            for step in case.steps:
+                for item in ([step.raises] if step.raises else []) + list(step.warns):
+                    messages += [item.message or ""] + [v.message for v in item.messages]
+            entries.append({"k": "case", "u": f"{topic}.html#{case.id}", "i": case.id,
+                            "t": case.rule, "m": [m for m in messages if m],
+                            "x": render_case(case).text[:EXAMPLE_LIMIT]
+                            + (f"\n{case.fix.text}" if case.fix else "")})
+    index = site.messages or build_index(site.cases, None)
+    for group in index.groups:
+        entries.append({"k": "message", "u": f"messages.html#{group.anchor}", "t": group.title,
+                        "m": [group.text, *group.exact_texts, *(m for _, m in group.older)],
+                        "x": "\n".join([c.rule for c in group.cases]
+                                       + [c.fix.text for c in group.cases if c.fix])})
+    return "window.SPEC_INDEX = " + json.dumps(entries, ensure_ascii=True) + ";\n"
 
 
 def _clear(folder: Path) -> None:
@@ -319,6 +391,10 @@ def home(site: Site) -> str:
         f"case follows PyTorch and records the document's words as an erratum "
         f"(:doc:`all errata </errata>`).",
         "",
+        "**An error or a warning on your screen?** :doc:`/messages` lists every message the "
+        "cases meet, each with its causes and what to do; paste it into the search box to land "
+        "on the cases that show it.",
+        "",
         "The engines on these pages: ``torch`` (PyTorch itself), ``refimpl`` (the project's "
         "reference engine on NumPy, which obeys every case and is fuzzed against PyTorch) and "
         "third-party engines run through adapters. *xfail* marks a case an engine is known to "
@@ -381,6 +457,7 @@ def home(site: Site) -> str:
         "- :doc:`/fuzzing`: the rules the differential fuzzer found.",
         "",
         _toctree(site.topics, "Topics"),
+        _toctree(["messages"], "Messages"),
         _toctree(["sources/index", "errata", "engines/index"], "Sources and results"),
         _toctree(["case-language", "features", "adapters", "fuzzing"], "Using the suite"),
     ]
@@ -417,6 +494,7 @@ def case_section(site: Site, case: Case) -> str:
     for kind, versions, message in rendered.older_messages:
         body.append(f"PyTorch {rst.text(versions)} words the {rst.text(kind)}: "
                     f"{rst.quoted(message)}\n")
+    body += _what_to_do(site, case)
     meta = [rst.code(_case_file(site, case))]
     if case.seed:
         meta.append(f"random data from seed {case.seed}")
@@ -441,6 +519,24 @@ def case_section(site: Site, case: Case) -> str:
         for erratum in case.errata:
             body.append(_erratum_text(site, erratum.doc, erratum.quote, erratum.correction))
     return f".. spec:case:: {case.id}\n\n" + rst.indent("\n".join(body)) + "\n"
+
+
+def _what_to_do(site: Site, case: Case) -> list[str]:
+    """The case's fix, its place in the messages index and its related cases (both ways)."""
+    out = []
+    if case.fix is not None:
+        line = f"**What to do:** {rst.text(case.fix.text)}"
+        if case.fix.cases:
+            line += " Shown in " + ", ".join(f":spec:case:`{c}`" for c in case.fix.cases) + "."
+        out.append(line + "\n")
+    groups = site.messages.group_of(case.id) if site.messages is not None else []
+    if groups:
+        links = ", ".join(f":spec:message:`the {g.kind} <{g.anchor}>`" for g in groups)
+        out.append(f"**In the messages index:** {links}, with its other causes and fixes.\n")
+    related = list(dict.fromkeys([*case.see_also, *site.referenced_by.get(case.id, [])]))
+    if related:
+        out.append("**See also:** " + ", ".join(f":spec:case:`{c}`" for c in related) + "\n")
+    return out
 
 
 def _case_file(site: Site, case: Case) -> str:

@@ -12,6 +12,11 @@ alone works. Every object also enters Sphinx's search index under its id.
 
        The claim's body.
 
+    .. spec:message:: message-engine.element-does-not-require-grad
+       :title: element … of tensors does not require grad and does not have a grad_fn
+
+       The message's causes and fixes.
+
     :spec:case:`retain_grad.nonleaf-keeps-grad`   a link; an unknown id is a build warning
     :spec:verdict:`xfail`                         a verdict, styled by its class
     :spec:verdict:`7 xfail`                       a count of verdicts
@@ -23,6 +28,7 @@ from collections.abc import Iterator, Set
 from typing import Any
 
 from docutils import nodes
+from docutils.parsers.rst.directives import unchanged_required
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
 from sphinx.builders import Builder
@@ -86,6 +92,20 @@ class FeatureDirective(_Object):
         return section
 
 
+class MessageDirective(_Object):
+    """An error or warning of the messages index: a section titled by the message's text (the
+    `:title:` option), anchored by a stable id, so search results and links can reach it."""
+
+    objtype = "message"
+    option_spec = {"title": unchanged_required}
+
+    def make_node(self, name: str) -> nodes.Element:
+        title = self.options.get("title", name)
+        section = nodes.section(classes=["spec-message"])
+        section += nodes.title(title, title)
+        return section
+
+
 class ClaimDirective(_Object):
     """A claim: a block headed by its id (hundreds per page, so not sections)."""
 
@@ -117,12 +137,15 @@ class SpecDomain(Domain):
         "case": ObjType("case", "case"),
         "claim": ObjType("claim", "claim"),
         "feature": ObjType("feature", "feature"),
+        "message": ObjType("message", "message"),
     }
-    directives = {"case": CaseDirective, "claim": ClaimDirective, "feature": FeatureDirective}
+    directives = {"case": CaseDirective, "claim": ClaimDirective, "feature": FeatureDirective,
+                  "message": MessageDirective}
     roles = {
         "case": XRefRole(innernodeclass=nodes.literal, warn_dangling=True),
         "claim": XRefRole(innernodeclass=nodes.literal, warn_dangling=True),
         "feature": XRefRole(innernodeclass=nodes.literal, warn_dangling=True),
+        "message": XRefRole(warn_dangling=True),
         "verdict": verdict_role,
     }
     initial_data: dict[str, Any] = {"objects": {}}
@@ -130,6 +153,7 @@ class SpecDomain(Domain):
         "case": "no case with id %(target)s",
         "claim": "no claim with id %(target)s",
         "feature": "no feature named %(target)s",
+        "message": "no message with id %(target)s",
     }
 
     @property

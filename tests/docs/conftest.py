@@ -8,14 +8,17 @@ the others waiting) and every worker reads the same site.
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import io
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from docs_support import Page, require
+from docs_support import Page, find_chromium, require
 
 NEEDS = "sphinx, myst-parser and furo (the docs extra)"
 
@@ -74,3 +77,30 @@ def page(site: Built):
         return parsed[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The headless browser the browser tests drive."""
+    return find_chromium()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Requests are not test output."""
+
+
+@pytest.fixture(scope="module")
+def server(site: Built) -> Iterator[str]:
+    """The built site served on 127.0.0.1 from a thread; yields its base URL."""
+    assert site.status == 0, site.log
+    handler = functools.partial(_QuietHandler, directory=str(site.html))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--virtual-time-budget=15000")
 
 
 class Page(HTMLParser):
@@ -62,3 +69,21 @@ def require(modules: tuple[str, ...], why: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{message} (CI must install it)")
     pytest.skip(message)
+
+
+def find_chromium() -> str:
+    """Debian's chromium; skips without it, except under CI (`$CI` set), which installs it."""
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    message = "chromium is not installed (Debian: apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI must install it")
+    pytest.skip(message)
+
+
+def chromium_run(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """One headless chromium run (`--dump-dom URL`, `--screenshot=...`) with its own profile."""
+    return subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)

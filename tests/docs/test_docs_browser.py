@@ -7,60 +7,9 @@ search JavaScript and dumps the resulting DOM. Without chromium the tests skip, 
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import shutil
-import subprocess
-import threading
-from collections.abc import Iterator
-from pathlib import Path
+from docs_support import chromium_run as _chromium
 
-import pytest
-
-CHROMIUM_NAMES = ("chromium", "chromium-browser")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--virtual-time-budget=15000")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    for name in CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found
-    message = "chromium is not installed (Debian: apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message}; CI must install it")
-    pytest.skip(message)
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        """Requests are not test output."""
-
-
-@pytest.fixture(scope="module")
-def server(site) -> Iterator[str]:
-    """The built site served on 127.0.0.1 from a thread; yields its base URL."""
-    assert site.status == 0, site.log
-    handler = functools.partial(_QuietHandler, directory=str(site.html))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
-
-
-def _chromium(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_search_finds_the_rule_by_its_id(chromium, server, tmp_path):

@@ -1,0 +1,201 @@
+/* Search that finds cases and messages, not only pages.
+ *
+ * Sphinx's own search ranks whole pages, so a pasted error message matches every page that
+ * holds it, all scored alike. This script runs on the search page before Sphinx's results:
+ * each case and each entry of the messages index is a result of its own, scored field by field
+ * (a match in a message or a rule outweighs one in the example), shown with a snippet. The data
+ * is `_static/spec-index.js` (a script, not JSON fetched at run time, so the site works when
+ * opened from file://). Every text comes from case files, so it is put into the page as text
+ * nodes, never as HTML.
+ *
+ * `window.specSearch(query)` returns the ranked results; the search page and the tests use it.
+ */
+(function () {
+  "use strict";
+
+  // Field weights: what a reader pasted is most likely a message, then a rule or an id.
+  var FIELDS = [["m", 10], ["i", 8], ["t", 6], ["x", 2]];
+  var PHRASE = 100;
+  var MAX_RESULTS = 20;
+  var SNIPPET = 220;
+
+  function norm(text) {
+    return String(text || "")
+      .toLowerCase()
+      .replace(/[\u2018\u2019]/g, "'")
+      .replace(/[\u201c\u201d]/g, '"')
+      .replace(/\s+/g, " ")
+      .trim();
+  }
+
+  function words(text) {
+    return norm(text).match(/[a-z_][a-z0-9_]*|[0-9]+/g) || [];
+  }
+
+  // What a user pastes often starts with the exception's class ("RuntimeError: ...") or is
+  // wrapped in quotes; neither is part of the message the cases hold.
+  function cleanQuery(query) {
+    var q = norm(query);
+    q = q.replace(/^["'`]+|["'`]+$/g, "");
+    q = q.replace(/^(?:[a-z_.]*(?:error|warning|exception|iteration))\s*:\s*/, "");
+    return q.trim();
+  }
+
+  function fieldText(entry, key) {
+    var value = entry[key];
+    return Array.isArray(value) ? value.join("\n") : String(value || "");
+  }
+
+  // [score, best field, whether some field holds the phrase or at least half the words].
+  function score(entry, q, qwords) {
+    var total = 0;
+    var best = null;
+    var bestScore = -1;
+    var enough = false;
+    for (var f = 0; f < FIELDS.length; f++) {
+      var key = FIELDS[f][0];
+      var weight = FIELDS[f][1];
+      var text = fieldText(entry, key);
+      if (!text) continue;
+      var normal = entry["_" + key] || (entry["_" + key] = norm(text));
+      var here = 0;
+      if (q.length >= 3 && normal.indexOf(q) !== -1) {
+        here += weight * PHRASE;
+        enough = true;
+      }
+      if (qwords.length) {
+        var have = entry["_w" + key] || (entry["_w" + key] = new Set(words(text)));
+        var hit = 0;
+        for (var w = 0; w < qwords.length; w++) if (have.has(qwords[w])) hit++;
+        var frac = hit / qwords.length;
+        here += weight * 10 * frac * frac;
+        if (frac >= 0.5) enough = true;
+      }
+      total += here;
+      if (here > bestScore) {
+        bestScore = here;
+        best = key;
+      }
+    }
+    return [total, best, enough];
+  }
+
+  function search(query) {
+    var index = window.SPEC_INDEX || [];
+    var q = cleanQuery(query);
+    var qwords = Array.from(new Set(words(q)));
+    if (!q) return [];
+    var found = [];
+    for (var i = 0; i < index.length; i++) {
+      var pair = score(index[i], q, qwords);
+      if (pair[2]) found.push({ entry: index[i], score: pair[0], field: pair[1] });
+    }
+    // On a tie the messages index comes first: it gathers every cause of the message.
+    found.sort(function (a, b) {
+      return b.score - a.score || (b.entry.k === "message") - (a.entry.k === "message");
+    });
+    return found.slice(0, MAX_RESULTS).map(function (r) {
+      return {
+        url: r.entry.u,
+        title: r.entry.t,
+        kind: r.entry.k,
+        id: r.entry.i || "",
+        field: r.field,
+        snippet: snippet(fieldText(r.entry, r.field), q, qwords),
+        score: r.score,
+      };
+    });
+  }
+
+  // A window of the matched field around the first matched word.
+  function snippet(text, q, qwords) {
+    var flat = String(text).replace(/\s+/g, " ");
+    var low = flat.toLowerCase();
+    var at = low.indexOf(q);
+    if (at === -1) {
+      for (var w = 0; w < qwords.length && at === -1; w++) at = low.indexOf(qwords[w]);
+    }
+    var start = Math.max(0, (at === -1 ? 0 : at) - 60);
+    var part = flat.slice(start, start + SNIPPET);
+    return (start > 0 ? "\u2026" : "") + part + (start + SNIPPET < flat.length ? "\u2026" : "");
+  }
+
+  function marked(text, qwords) {
+    var span = document.createElement("span");
+    if (!qwords.length) {
+      span.textContent = text;
+      return span;
+    }
+    var escaped = qwords.map(function (w) { return w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); });
+    var pattern = new RegExp("\\b(" + escaped.join("|") + ")\\b", "gi");
+    var last = 0;
+    var match;
+    while ((match = pattern.exec(text)) !== null) {
+      span.appendChild(document.createTextNode(text.slice(last, match.index)));
+      var mark = document.createElement("mark");
+      mark.textContent = match[0];
+      span.appendChild(mark);
+      last = match.index + match[0].length;
+      if (match[0].length === 0) pattern.lastIndex++;
+    }
+    span.appendChild(document.createTextNode(text.slice(last)));
+    return span;
+  }
+
+  function root() {
+    return document.documentElement.dataset.content_root || "";
+  }
+
+  function render(query) {
+    var results = search(query);
+    var qwords = Array.from(new Set(words(cleanQuery(query))));
+    var box = document.createElement("section");
+    box.id = "spec-results";
+    var heading = document.createElement("h2");
+    heading.textContent = results.length
+      ? "Cases and messages"
+      : "No case or message matches; the pages that mention it are below.";
+    box.appendChild(heading);
+    var list = document.createElement("ol");
+    list.className = "spec-results";
+    results.forEach(function (r) {
+      var item = document.createElement("li");
+      item.className = "spec-result spec-result-" + r.kind;
+      var link = document.createElement("a");
+      link.href = root() + r.url;
+      link.textContent = r.title;
+      item.appendChild(link);
+      var what = document.createElement("span");
+      what.className = "spec-result-kind";
+      what.textContent = r.kind === "message" ? " \u2014 in the messages index" : " \u2014 case " + r.id;
+      item.appendChild(what);
+      var text = document.createElement("p");
+      text.className = "spec-result-snippet";
+      text.appendChild(marked(r.snippet, qwords));
+      item.appendChild(text);
+      list.appendChild(item);
+    });
+    box.appendChild(list);
+    return box;
+  }
+
+  window.specSearch = search;
+
+  function onSearchPage() {
+    var query = new URLSearchParams(window.location.search).get("q");
+    var target = document.getElementById("search-results");
+    if (!query || !target) return;
+    var script = document.createElement("script");
+    script.src = root() + "_static/spec-index.js";
+    script.onload = function () {
+      target.parentNode.insertBefore(render(query), target);
+    };
+    document.head.appendChild(script);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", onSearchPage);
+  } else {
+    onSearchPage();
+  }
+})();
