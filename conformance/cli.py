@@ -28,6 +28,7 @@ from pathlib import Path
 from conformance import scaffold
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
+from conformance.casefile.comparisons import read_comparisons
 from conformance.casefile.messages import read_inventory
 from conformance.engines import EngineError
 from conformance.fuzz import cli as fuzz_cli
@@ -176,6 +177,8 @@ def _lint(args: argparse.Namespace) -> int:
                                                   docstrings=args.docstrings))
     inventory, inventory_problems = read_inventory(args.spec)
     result.problems += inventory_problems
+    tables, table_problems = read_comparisons(args.spec, [case.id for case in result.cases])
+    result.problems += table_problems
     for problem in result.problems:
         print(terminal_text(str(problem)))
     quotes = "quotes checked against the texts" if args.sources else \
@@ -184,7 +187,9 @@ def _lint(args: argparse.Namespace) -> int:
         quotes += " and PyTorch's docstrings"
     checked = f"{len(result.cases)} cases"
     if inventory is not None:
-        checked += f" and {len(inventory.messages)} inventory messages"
+        checked += f", {len(inventory.messages)} inventory messages"
+    if tables:
+        checked += f", {len(tables)} comparison tables"
     print(f"{checked} checked, {len(result.problems)} problem(s); {quotes}")
     return 1 if result.problems else 0
 

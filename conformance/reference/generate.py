@@ -30,6 +30,7 @@ import yaml
 
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
+from conformance.casefile.comparisons import Comparison, read_comparisons
 from conformance.casefile.messages import read_inventory
 from conformance.casefile.sources import SourceDocument, collapse, load_sources
 from conformance.reference import rst
@@ -44,7 +45,7 @@ SHORT_ORACLE = "PyTorch " + ".".join(TORCH_VERSION.split(".")[:2])
 GUIDE = Path("docs") / "adapters.md"
 # Page names that are not topics; a topic with one of these names would overwrite the page.
 RESERVED = {"index", "errata", "features", "fuzzing", "adapters", "case-language", "sources",
-            "engines", "search", "genindex", "messages"}
+            "engines", "search", "genindex", "messages", "comparisons"}
 SHOWN_VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 CLAIM_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 EXAMPLE_CASE = "retain_grad.nonleaf-keeps-grad"
@@ -74,6 +75,9 @@ class Site:
     open_findings_dir: str | None = None
     claims_by_id: dict[str, Claim] = field(default_factory=dict)
     messages: MessageIndex | None = None
+    comparisons: list[Comparison] = field(default_factory=list)
+    groups: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    """The home page's groups of topics: (title, the question it answers, topics)."""
     referenced_by: dict[str, list[str]] = field(default_factory=dict)
     """Case id -> the cases whose `see_also` or `fix` name it (the other end of each link)."""
 
@@ -133,10 +137,13 @@ def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResult
     if open_findings_dir is not None:
         open_findings = load_open_findings(Path(open_findings_dir), spec_dir)
     inventory, problems = read_inventory(spec_dir)
+    tables, table_problems = read_comparisons(spec_dir, [case.id for case in cases])
+    problems += table_problems
     if problems:
         listed = "\n".join(str(p) for p in problems[:20])
-        raise GenerateError(f"the message inventory has {len(problems)} problem(s) "
-                            f"(`python -m conformance lint` lists them all):\n{listed}")
+        raise GenerateError(f"{len(problems)} problem(s) in the message inventory or the "
+                            f"comparison tables (`python -m conformance lint` lists them "
+                            f"all):\n{listed}")
     return Site(
         spec_dir=spec_dir, cases=list(cases), topics=topics, intros=intros, sources=sources,
         trace=traced, features={str(k): str(v) for k, v in features_data.items()},
@@ -147,8 +154,49 @@ def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResult
         open_findings_dir=str(open_findings_dir) if open_findings_dir is not None else None,
         claims_by_id=claims_by_id,
         messages=build_index(cases, inventory),
+        groups=topic_groups(spec_dir / TOPIC_GROUPS, list(topics)),
+        comparisons=tables,
         referenced_by=_referenced_by(cases),
     )
+
+
+TOPIC_GROUPS = "topics.yaml"
+
+
+def topic_groups(path: Path, topics: list[str]) -> list[tuple[str, str, list[str]]]:
+    """The groups of `topics.yaml`, checked: each topic of the spec in exactly one group. A
+    spec without the file gets one group of every topic; a topic the file does not place goes
+    to a last group, so no page is ever unreachable from the home page."""
+    if not path.is_file():
+        return [("Topics", "", list(topics))]
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise GenerateError(f"{path}: invalid YAML: {exc}") from exc
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
+        raise GenerateError(f"{path}: expected a mapping with 'groups', a list of "
+                            "{title, question, topics}")
+    found: list[tuple[str, str, list[str]]] = []
+    placed: dict[str, str] = {}
+    for number, group in enumerate(groups, 1):
+        if not isinstance(group, dict) or not isinstance(group.get("title"), str) \
+                or not isinstance(group.get("topics"), list):
+            raise GenerateError(f"{path}: group {number} needs a 'title' and a list 'topics'")
+        title = " ".join(group["title"].split())
+        for topic in group["topics"]:
+            if topic not in topics:
+                raise GenerateError(f"{path}: group {title!r} names {topic!r}, which is not a "
+                                    f"topic (the topics are the files of cases/)")
+            if topic in placed:
+                raise GenerateError(f"{path}: topic {topic!r} is in groups {placed[topic]!r} "
+                                    f"and {title!r}; place it once")
+            placed[topic] = title
+        found.append((title, str(group.get("question") or ""), list(group["topics"])))
+    rest = [topic for topic in topics if topic not in placed]
+    if rest:
+        found.append(("Other topics", "", rest))
+    return found
 
 
 def _referenced_by(cases: Iterable[Case]) -> dict[str, list[str]]:
@@ -220,6 +268,8 @@ def write_sources(site: Site, folder: Path) -> list[str]:
                              "case-language.md": site.interpreting,
                              "sources/index.rst": sources_index(site),
                              "engines/index.rst": engines_index(site)}
+    if site.comparisons:
+        pages["comparisons.rst"] = comparisons_page(site)
     pages["messages.rst"] = messages_page(site.messages or build_index(site.cases, None),
                                           ORACLE, SHORT_ORACLE)
     pages["adapters.md" if site.guide is not None else "adapters.rst"] = \
@@ -282,9 +332,13 @@ CSS = """\
 .case-meta { font-size: 0.85em; color: var(--color-foreground-secondary, #555); }
 .engine-line { margin: 0.2em 0; }
 table.matrix td:first-child { white-space: nowrap; }
+table.comparison td { vertical-align: top; font-size: 0.92em; }
 .spec-claim-id code { font-weight: 600; }
 section.spec-case { margin-top: 2.5em; }
 section.spec-message { margin-top: 2em; }
+details.case-sources, details.engine-reasons { margin: 0.4em 0 0.8em; font-size: 0.92em; }
+details.case-sources > summary, details.engine-reasons > summary { cursor: pointer;
+  color: var(--color-foreground-secondary, #555); }
 /* An error's useful part is often its end ("... is at version 1; expected version 0"): long
    lines of examples and messages wrap instead of hiding it behind a scroll bar. */
 .highlight-pycon pre, .highlight-none pre { white-space: pre-wrap; overflow-wrap: anywhere; }
@@ -380,20 +434,65 @@ def home(site: Site) -> str:
     example = site.case_by_id.get(EXAMPLE_CASE) or next(iter(site.topics.values()))[0]
     out = [
         rst.heading("The autograd specification reference", "="),
-        f"An executable specification of PyTorch's autograd semantics: what ``is_leaf``, "
-        f"``requires_grad``, ``grad_fn``, ``.grad``, ``retain_grad``, ``detach``, ``no_grad`` "
-        f"and ``autograd.grad`` do, written down as {len(site.cases)} cases in "
-        f"{len(site.topics)} topics. Each case is a short PyTorch program with what must hold "
-        f"after each step, and each cites the words of a source document it encodes. The "
-        f"conformance runner checks any autograd engine against every case.",
-        "",
-        f"**The oracle is {ORACLE}.** Where a source document and {SHORT_ORACLE} disagree, the "
-        f"case follows PyTorch and records the document's words as an erratum "
-        f"(:doc:`all errata </errata>`).",
+        f"What ``is_leaf``, ``requires_grad``, ``grad_fn``, ``.grad``, ``retain_grad``, "
+        f"``detach``, ``no_grad`` and ``autograd.grad`` do in PyTorch, and why your code "
+        f"raised: {len(site.cases)} rules, each a short PyTorch program checked on "
+        f"{ORACLE}, with the exact errors and warnings PyTorch prints.",
         "",
         "**An error or a warning on your screen?** :doc:`/messages` lists every message the "
         "cases meet, each with its causes and what to do; paste it into the search box to land "
         "on the cases that show it.",
+        "",
+    ]
+    if site.comparisons:
+        out += ["**Which one do I need?** :doc:`/comparisons` puts side by side what users "
+                "confuse: " + "; ".join(f":ref:`{rst.text(t.title)} <comparison-{t.id}>`"
+                                       for t in site.comparisons) + ".", ""]
+    out += [
+        rst.heading("What do you want to know?", "-"),
+    ]
+    for title, question, topics in site.groups:
+        out.append(rst.heading(rst.text(title), "~"))
+        if question:
+            out.append(f"*{rst.text(question)}*\n")
+        for topic in topics:
+            summary = _summary(site.intros.get(topic, []))
+            count = len(site.topics[topic])
+            out.append(f"- :doc:`{rst.text(_plain(topic))} </{topic}>` ({count} case"
+                       f"{'s' if count != 1 else ''})" + (f": {rst.text(summary)}" if summary
+                                                           else ""))
+        out.append("")
+    out += [
+        rst.heading("How to read a rule", "-"),
+        "Each topic page lists its cases. A case is a section headed by its **id**, which is "
+        f"also its link: {rst.code(f'{example.topic}.html#{example.id}')} opens "
+        f":spec:case:`{example.id}`. Under the id:",
+        "",
+        "- **the rule** in one sentence: what PyTorch does;",
+        "- **the example**, as a PyTorch session: statements after ``>>>``, then each checked "
+        "expression and the value it must print. An error is shown as its traceback, a "
+        "warning as ``UserWarning: ...``; messages are PyTorch's exact text. A tensor is "
+        "printed with the values, dtype and device the case checks (flags such as "
+        "``requires_grad`` are checked on lines of their own); ``print(graph(y))`` is the "
+        "case language's picture of the backward graph behind ``y``: each node, then in "
+        "brackets the nodes of its ``next_functions`` (``None`` for an input that needs no "
+        "gradient). See :doc:`/case-language` for every helper. Checked expressions are "
+        "read with warnings silenced, as the runner reads them: in a live session, reading "
+        "``.grad`` of a non-leaf would also print its ``UserWarning``;",
+        "- **what to do** when the case shows an error or a trap, and the related cases;",
+        "- the **features** the case needs beyond the core (see :doc:`/features`);",
+        "- the **engines**: the verdict of each engine on the case, one line, with the "
+        "reasons on demand;",
+        "- the **sources**: the exact words of the documents the case encodes, and the "
+        f"**errata**, what a document says that {SHORT_ORACLE} does not do (both folded).",
+        "",
+        "Search (the box in the sidebar) finds a case by its id, by any word of its rule, or "
+        "by a message pasted whole.",
+        "",
+        rst.heading("For engine authors and PyTorch developers", "-"),
+        f"**The oracle is {ORACLE}.** Where a source document and {SHORT_ORACLE} disagree, the "
+        f"case follows PyTorch and records the document's words as an erratum "
+        f"(:doc:`all errata </errata>`).",
         "",
         "The engines on these pages: ``torch`` (PyTorch itself), ``refimpl`` (the project's "
         "reference engine on NumPy, which obeys every case and is fuzzed against PyTorch) and "
@@ -409,40 +508,6 @@ def home(site: Site) -> str:
         "(``python -m conformance docs``); :doc:`/adapters` shows how to check an engine of "
         "your own.",
         "",
-        rst.heading("How to read a rule", "-"),
-        "Each topic page lists its cases. A case is a section headed by its **id**, which is "
-        f"also its link: {rst.code(f'{example.topic}.html#{example.id}')} opens "
-        f":spec:case:`{example.id}`. Under the id:",
-        "",
-        "- **the rule** in one sentence: what PyTorch does;",
-        "- the **features** the case needs beyond the core (an engine without one reports the "
-        "case *unsupported*; see :doc:`/features`);",
-        "- **the example**, as a PyTorch session: statements after ``>>>``, then each checked "
-        "expression and the value it must print. An error is shown as its traceback, a "
-        "warning as ``UserWarning: ...``; messages are PyTorch's exact text. A tensor is "
-        "printed with the values, dtype and device the case checks (flags such as "
-        "``requires_grad`` are checked on lines of their own); ``print(graph(y))`` is the "
-        "case language's picture of the backward graph behind ``y``: each node, then in "
-        "brackets the nodes of its ``next_functions`` (``None`` for an input that needs no "
-        "gradient). See :doc:`/case-language` for every helper. Checked expressions are "
-        "read with warnings silenced, as the runner reads them: in a live session, reading "
-        "``.grad`` of a non-leaf would also print its ``UserWarning``;",
-        "- the **verdict of each engine** on that case;",
-        "- the **sources**: the exact words of the documents the case encodes, marked where "
-        "the document is itself quoting PyTorch's documentation;",
-        f"- the **errata**: what a document says that {SHORT_ORACLE} does not do.",
-        "",
-        "Search (the box in the sidebar) finds a case by its id or by any word of its rule.",
-        "",
-        rst.heading("Topics", "-"),
-    ]
-    rows = []
-    for topic, cases in site.topics.items():
-        rows.append([f":doc:`{rst.text(topic)} </{topic}>`", str(len(cases)),
-                     rst.text(_summary(site.intros.get(topic, [])))])
-    out.append(rst.table(["topic", "cases", "what it covers"], rows, [18, 7, 75]))
-    out += [
-        rst.heading("Everything else", "-"),
         f"- :doc:`/sources/index`: the {len(site.sources)} source documents, each of their "
         f"{total_claims} claims and the cases that check it.",
         f"- :doc:`/errata`: the {len(site.trace.errata)} places where a document is wrong or "
@@ -456,12 +521,49 @@ def home(site: Site) -> str:
         "- :doc:`/adapters`: how to check your own engine.",
         "- :doc:`/fuzzing`: the rules the differential fuzzer found.",
         "",
-        _toctree(site.topics, "Topics"),
-        _toctree(["messages"], "Messages"),
+        _toctree(["messages", *(["comparisons"] if site.comparisons else [])],
+                 "Messages and comparisons"),
+    ]
+    for title, _, topics in site.groups:
+        out.append(_toctree(topics, title))
+    out += [
         _toctree(["sources/index", "errata", "engines/index"], "Sources and results"),
         _toctree(["case-language", "features", "adapters", "fuzzing"], "Using the suite"),
     ]
     return "\n".join(out)
+
+
+def _plain(topic: str) -> str:
+    """A topic's file name as words: `inplace_and_views` reads "inplace and views"."""
+    return topic.replace("_", " ")
+
+
+def comparisons_page(site: Site) -> str:
+    out = [rst.heading("Comparisons", "="),
+           "What users confuse, side by side. Each cell says what PyTorch does and links the "
+           "cases that show it; the cases run on every engine, so each table is as checked "
+           "as they are.", ""]
+    for table in site.comparisons:
+        out.append(f".. _comparison-{table.id}:\n")
+        out.append(rst.heading(rst.text(table.title), "-"))
+        out.append(rst.text(table.intro) + "\n")
+        rows = []
+        for row in table.rows:
+            cells = [f"**{rst.text(row.aspect)}**"]
+            for cell in row.cells:
+                links = ", ".join(f":spec:case:`{c}`" for c in cell.cases)
+                cells.append(rst.text(cell.text) + (f" ({links})" if links else ""))
+            rows.append(cells)
+        columns = [rst.text(c) for c in table.columns]
+        width = 76 // len(columns)
+        out.append(rst.table(["", *columns], rows, [24, *([width] * len(columns))],
+                             classes="comparison"))
+    return "\n".join(out)
+
+
+def _comparisons_of(site: Site, cases: Sequence[Case]) -> list[Comparison]:
+    ids = {case.id for case in cases}
+    return [t for t in site.comparisons if ids & set(t.cases)]
 
 
 # -- topics --------------------------------------------------------------------------------------
@@ -471,6 +573,10 @@ def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
     out = [rst.heading(rst.text(topic), "=")]
     out.append(_blocks_rst(site.intros.get(topic, [])))
     ids = [case.id for case in cases]
+    compared = _comparisons_of(site, cases)
+    if compared:
+        out.append("**Compared side by side:** " + "; ".join(
+            f":ref:`{rst.text(t.title)} <comparison-{t.id}>`" for t in compared) + ".\n")
     out.append(f"{len(cases)} case{'s' if len(cases) != 1 else ''}, from "
                f"{rst.code(f'cases/{topic}.yaml')}. Examples are PyTorch sessions; helpers such as "
                f"``graph()`` are those of the :doc:`/case-language`.")
@@ -501,24 +607,45 @@ def case_section(site: Site, case: Case) -> str:
     body.append(".. rst-class:: case-meta\n\n" + rst.text("defined in") + " "
                 + ", ".join(meta) + "\n")
     if site.results:
-        body.append(".. rubric:: Engines\n")
-        for results in site.results:
-            verdict, why = describe(results, case.id)
-            line = (f":doc:`{rst.text(results.name)} </engines/{results.name}>` "
-                    f":spec:verdict:`{verdict.replace(' ', '-')}`")
-            if why:
-                line += " " + rst.text(why)
-            body.append(f".. rst-class:: engine-line\n\n{line}\n")
-    if case.sources:
-        body.append(".. rubric:: Sources\n")
+        body.append(_engine_lines(site, case))
+    if case.sources or case.errata:
+        summary = f"Sources ({len(case.sources)})" + (
+            f" and errata ({len(case.errata)})" if case.errata else "")
+        body.append(_details_open(summary, "case-sources"))
         for source in case.sources:
             body.append("- " + _citation(site, source.doc, source.quote))
         body.append("")
-    if case.errata:
-        body.append(".. rubric:: Errata\n")
         for erratum in case.errata:
             body.append(_erratum_text(site, erratum.doc, erratum.quote, erratum.correction))
+        body.append(DETAILS_CLOSE)
     return f".. spec:case:: {case.id}\n\n" + rst.indent("\n".join(body)) + "\n"
+
+
+DETAILS_CLOSE = ".. raw:: html\n\n   </details>\n"
+
+
+def _details_open(summary: str, css_class: str) -> str:
+    """An HTML <details> around the reStructuredText that follows (closed by DETAILS_CLOSE).
+    The summary is made here from counts and fixed words, never from case text."""
+    assert re.fullmatch(r"[A-Za-z0-9 ()]+", summary), summary
+    return f".. raw:: html\n\n   <details class=\"{css_class}\"><summary>{summary}</summary>\n"
+
+
+def _engine_lines(site: Site, case: Case) -> str:
+    """One line with every engine's verdict; the reasons folded under it."""
+    verdicts = []
+    reasons = []
+    for results in site.results:
+        verdict, why = describe(results, case.id)
+        link = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
+        verdicts.append(f"{link} :spec:verdict:`{verdict.replace(' ', '-')}`")
+        if why:
+            reasons.append(f"- {link}: {rst.text(why)}")
+    out = [".. rst-class:: engine-line\n", "**Engines:** " + " · ".join(verdicts) + "\n"]
+    if reasons:
+        out += [_details_open(f"Why ({len(reasons)})", "engine-reasons"), *reasons, "",
+                DETAILS_CLOSE]
+    return "\n".join(out)
 
 
 def _what_to_do(site: Site, case: Case) -> list[str]:

@@ -180,12 +180,12 @@ def inventory_section(inventory: Inventory, covered: Coverage) -> str:
     percent = f" ({100 * done / total:.0f}%)" if total else ""
     out.append(
         f"The errors and warnings of PyTorch {rst.text(inventory.torch)}'s autograd sources "
-        f"(``torch/csrc/autograd/`` and ``torch/autograd/``, source commit "
-        f"{rst.code(inventory.source_commit[:12])}, checked against the wheel built from "
-        f"{rst.code(inventory.git_version[:12])}), from {rst.code('spec/messages.yaml')}. "
-        f"{len(inventory.messages)} messages; {total} a user of the API this spec covers can "
-        f"meet, of which **{done}{percent} are shown by a case**; the others are out of scope "
-        f"for the reason given.\n")
+        f"(``torch/csrc/autograd/`` and ``torch/autograd/``), from "
+        f"{rst.code('spec/messages.yaml')}, whose header says how they were read (sources: "
+        f"{rst.text(inventory.source_commit)}); each text was checked against the wheel built "
+        f"from {rst.code(inventory.git_version[:12])}. {len(inventory.messages)} messages; "
+        f"{total} a user of the API this spec covers can meet, of which **{done}{percent} are "
+        f"shown by a case**; the others are out of scope for the reason given.\n")
     by_origin: dict[str, list[InventoryMessage]] = defaultdict(list)
     for entry in inventory.messages:
         by_origin[entry.origin].append(entry)

@@ -16,6 +16,9 @@
   // Field weights: what a reader pasted is most likely a message, then a rule or an id.
   var FIELDS = [["m", 10], ["i", 8], ["t", 6], ["x", 2]];
   var PHRASE = 100;
+  // An entry of the messages index gathers every cause and fix of its message: when a case
+  // and the index match alike, the index is the better landing place.
+  var MESSAGE_BONUS = 1.3;
   var MAX_RESULTS = 20;
   var SNIPPET = 220;
 
@@ -88,7 +91,8 @@
     var found = [];
     for (var i = 0; i < index.length; i++) {
       var pair = score(index[i], q, qwords);
-      if (pair[2]) found.push({ entry: index[i], score: pair[0], field: pair[1] });
+      var value = index[i].k === "message" ? pair[0] * MESSAGE_BONUS : pair[0];
+      if (pair[2]) found.push({ entry: index[i], score: value, field: pair[1] });
     }
     // On a tie the messages index comes first: it gathers every cause of the message.
     found.sort(function (a, b) {
@@ -122,11 +126,13 @@
 
   function marked(text, qwords) {
     var span = document.createElement("span");
-    if (!qwords.length) {
+    // Short words (of, to, 0) would light up the whole snippet.
+    var escaped = qwords.filter(function (w) { return w.length >= 3; })
+      .map(function (w) { return w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); });
+    if (!escaped.length) {
       span.textContent = text;
       return span;
     }
-    var escaped = qwords.map(function (w) { return w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); });
     var pattern = new RegExp("\\b(" + escaped.join("|") + ")\\b", "gi");
     var last = 0;
     var match;
