@@ -27,8 +27,8 @@ from pathlib import Path
 
 from conformance import scaffold
 from conformance.casefile.case import Case
-from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.casefile.comparisons import read_comparisons
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.casefile.messages import read_inventory
 from conformance.engines import EngineError
 from conformance.fuzz import cli as fuzz_cli

@@ -118,9 +118,11 @@ def load_comparisons(path: Path, case_ids: Iterable[str] | None = None
                     continue
                 text = _text(cell, "text", f"{where} row {aspect!r} cell", problems)
                 cited = cell.get("cases", [])
-                if not isinstance(cited, list) or not all(isinstance(c, str) for c in cited):
-                    problems.append((_line(cell, "cases"), f"{where} row {aspect!r}: 'cases' "
-                                                           f"must be a list of case ids"))
+                if not isinstance(cited, list) or not cited \
+                        or not all(isinstance(c, str) for c in cited):
+                    problems.append((_line(cell, "cases") if "cases" in cell else _line(cell),
+                                     f"{where} row {aspect!r}: 'cases' must list the case ids "
+                                     f"that show the cell"))
                     cited = []
                 for case_id in cited:
                     if not ID_PATTERN.match(case_id) or (

@@ -17,6 +17,7 @@ matrix) and one per engine, `features`, `case-language` (spec/INTERPRETING.md), 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import defaultdict
@@ -29,11 +30,11 @@ from typing import Any
 import yaml
 
 from conformance.casefile.case import Case
-from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
 from conformance.casefile.comparisons import Comparison, read_comparisons
+from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
 from conformance.casefile.messages import read_inventory
 from conformance.casefile.sources import SourceDocument, collapse, load_sources
-from conformance.reference import rst
+from conformance.reference import graphs, rst
 from conformance.reference.messages import MessageIndex, build_index, messages_page
 from conformance.reference.results import EngineResults, describe, engine_facts, first_line
 from conformance.reference.session import TORCH_VERSION, render_case
@@ -283,7 +284,7 @@ def write_sources(site: Site, folder: Path) -> list[str]:
     _clear(folder)
     (folder / "_static").mkdir(parents=True, exist_ok=True)
     (folder / "conf.py").write_text(CONF, encoding="utf-8")
-    (folder / "_static" / "reference.css").write_text(CSS, encoding="utf-8")
+    (folder / "_static" / "reference.css").write_text(CSS + graphs.CSS, encoding="utf-8")
     (folder / "_static" / SEARCH_SCRIPT).write_text(
         resources.files("conformance.reference").joinpath("static", SEARCH_SCRIPT)
         .read_text(encoding="utf-8"), encoding="utf-8")
@@ -597,6 +598,7 @@ def case_section(site: Site, case: Case) -> str:
                     + "\n")
     rendered = render_case(case)
     body.append(rst.literal(rendered.text, "pycon"))
+    body += _graph_figures(case)
     for kind, versions, message in rendered.older_messages:
         body.append(f"PyTorch {rst.text(versions)} words the {rst.text(kind)}: "
                     f"{rst.quoted(message)}\n")
@@ -622,6 +624,29 @@ def case_section(site: Site, case: Case) -> str:
 
 
 DETAILS_CLOSE = ".. raw:: html\n\n   </details>\n"
+_GRAPH_KEY = re.compile(r"^graph\((.+)\)$")
+GRAPH_LEGEND = ("the output's node at the top, each node's inputs (next_functions) below it; "
+                "blue: AccumulateGrad, a leaf that gets .grad; dashed: an input that needs no "
+                "gradient")
+
+
+def _graph_figures(case: Case) -> list[str]:
+    """A diagram for each backward graph the case checks (`graph(t)` with a node name)."""
+    out = []
+    for index, step in enumerate(case.steps):
+        for key, expected in step.expect:
+            found = _GRAPH_KEY.match(key)
+            if not found or not isinstance(expected, str):
+                continue
+            caption = f"{key}" + (f" after step {index + 1}" if len(case.steps) > 1 else "")
+            try:
+                picture = graphs.svg(expected, caption)
+            except ValueError:
+                continue  # not a graph text (the case expects an error text or None)
+            out.append(".. raw:: html\n\n   <figure class=\"autograd-graph-figure\">"
+                       f"{picture}<figcaption>{html.escape(caption)}: "
+                       f"{GRAPH_LEGEND}</figcaption></figure>\n")
+    return out
 
 
 def _details_open(summary: str, css_class: str) -> str:

@@ -83,6 +83,10 @@ class EngineHandle(ABC):
     def close(self) -> None:  # noqa: B027 - nothing to release in this process
         """Release the engine's processes."""
 
+    def replace_process(self) -> None:  # noqa: B027 - an engine in this process has no other
+        """Run the next case in a fresh process: the last one may have damaged this one (an
+        expectations entry under `isolate`)."""
+
     def __enter__(self) -> EngineHandle:
         return self
 

@@ -76,6 +76,12 @@ START_TIMEOUT_S = 120.0
 REPRO_TIMEOUT_S = 30.0
 """How long a fresh worker may take to write the repro script of a case whose worker was lost
 (on top of loading the engine); past that the case has no script."""
+WATCHDOG_S = 30.0
+"""How long past a task's own time limit the runner waits for the pool to end it before it kills
+the worker itself. Pebble stops an overrunning worker only once it holds the pool's channel lock;
+a worker that hangs while holding that lock (deadlocked in malloc after an engine corrupted its
+heap, as Paddle does in some cases) can never be stopped by the pool, and its task would be
+waited for forever."""
 STACK_LINES = 40
 """How many lines of a hung or crashed worker's Python stack its verdict's message keeps."""
 
@@ -131,8 +137,14 @@ _WORKER = _Worker()
 _MISSING = object()
 
 
-def _initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...]) -> None:
-    """Runs once in each new worker: cap its memory, load the engine, note what it owns."""
+def _initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...],
+                pid_file: str | None = None) -> None:
+    """Runs once in each new worker: say who it is, cap its memory, load the engine, note what
+    it owns."""
+    if pid_file is not None:
+        # The runner's last resort against a worker its pool cannot stop (WATCHDOG_S).
+        with open(pid_file, "w", encoding="ascii") as stream:
+            stream.write(str(os.getpid()))
     if memory_bytes:
         import resource
 
@@ -413,6 +425,10 @@ def _outcome(raw: Any) -> dict[str, Any]:
 # The parent's side.
 
 
+class _Hung(Exception):
+    """A worker its pool could not stop in time, killed by the runner (EngineWorkers._result)."""
+
+
 class PendingCall:
     """A `call_later` in flight."""
 
@@ -426,7 +442,10 @@ class PendingCall:
         raised or sent malformed data (the worker is then replaced)."""
         future = self._future
         try:
-            raw = future.result()
+            raw = self._workers._result(future, self._timeout)
+        except _Hung as hung:
+            self._workers._recycle()
+            raise EngineCrashed(f"the engine's worker process {hung}") from None
         except BaseException as exc:
             if not future.done() or future.cancelled() or future.exception() is not exc:
                 raise
@@ -489,11 +508,12 @@ class EngineWorkers(EngineHandle):
         self.repros: dict[str, str] = {}
         """Repro scripts of failed or errored cases, by case id."""
         self.replaced_after: dict[str, str] = {}
-        self._initargs = (spec, self.memory_bytes, tuple(settable))
         self._aborted = False
         self._future: Any = None
         self._stacks = tempfile.mkdtemp(prefix="conformance-worker-")
         self._stack_file = os.path.join(self._stacks, "stack.txt")
+        self._pid_file = os.path.join(self._stacks, "worker.pid")
+        self._initargs = (spec, self.memory_bytes, tuple(settable), self._pid_file)
         self._pool = self._new_pool()
         self.engine = self._start(tuple(features))
 
@@ -505,7 +525,8 @@ class EngineWorkers(EngineHandle):
     def _start(self, features: tuple[str, ...]) -> RemoteEngine:
         future = self._schedule(_describe, args=(features,), timeout=START_TIMEOUT_S)
         try:
-            facts = wire.fields(wire.loads(future.result()), (*_FACTS, *_OTHER_FACTS), "facts")
+            facts = wire.fields(wire.loads(self._result(future, START_TIMEOUT_S)),
+                                (*_FACTS, *_OTHER_FACTS), "facts")
             engine = RemoteEngine(
                 spec=self.spec,
                 **{key: wire.strict(facts[key], str, key) for key in _FACTS},
@@ -522,6 +543,9 @@ class EngineWorkers(EngineHandle):
             self.close()
             raise WorkerStartError(f"engine {self.spec!r}: the worker sent malformed data "
                                    f"while loading it ({exc})") from None
+        except _Hung as hung:
+            self.close()
+            raise WorkerStartError(f"engine {self.spec!r}: the worker {hung}") from None
         except BaseException as exc:
             self.close()
             if not future.done() or future.cancelled() or future.exception() is not exc:
@@ -546,7 +570,12 @@ class EngineWorkers(EngineHandle):
             future.cancel()
             raise Aborted(case.id)
         try:
-            raw = future.result()
+            raw = self._result(future, limit)
+        except _Hung as hung:
+            if self._aborted:
+                raise Aborted(case.id) from None
+            return self._lost(case, seed, f"the engine's worker process {hung}", start,
+                              stack=True)
         except BaseException as exc:
             if self._aborted:
                 raise Aborted(case.id) from None
@@ -651,6 +680,32 @@ class EngineWorkers(EngineHandle):
             lines = [*lines[:STACK_LINES], f"  ... ({len(lines) - STACK_LINES} more lines)"]
         return "\n".join(line[:300] for line in lines)
 
+    def _result(self, future: Any, limit: float) -> Any:
+        """`future.result()`, but never for ever: when the pool has not ended a task
+        `WATCHDOG_S` past its `limit`, the pool cannot (see WATCHDOG_S), so the worker is killed
+        here and `_Hung` raised; the caller replaces the pool, whose lock may have died held."""
+        try:
+            return future.result(timeout=limit + WATCHDOG_S)
+        except FutureTimeout:
+            if future.done():
+                raise  # the task's own time limit, enforced by the pool
+        killed = self._kill_worker()
+        raise _Hung(f"hung past {limit + WATCHDOG_S:g} s and its pool could not stop it; the "
+                    f"runner {'killed it' if killed else 'could not find it to kill it'}")
+
+    def _kill_worker(self) -> bool:
+        """SIGKILL the pool's worker (the process id it wrote when it started)."""
+        try:
+            with open(self._pid_file, encoding="ascii") as stream:
+                pid = int(stream.read().strip())
+        except (OSError, ValueError):
+            return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
     def _schedule(self, function: Callable[..., Any], args: tuple[Any, ...], timeout: float
                   ) -> Any:
         """`ProcessPool.schedule` on a pool that can take it: a pool whose workers all died
@@ -661,6 +716,9 @@ class EngineWorkers(EngineHandle):
         except RuntimeError:
             self._recycle()
             return self._pool.schedule(function, args=args, timeout=timeout)
+
+    def replace_process(self) -> None:
+        self._recycle()
 
     def _recycle(self) -> None:
         self._pool.stop()
@@ -684,9 +742,12 @@ class EngineWorkers(EngineHandle):
         future = self._schedule(_repro, args=(case, seed, last_step),
                                      timeout=START_TIMEOUT_S)
         try:
-            return wire.strict(wire.loads(future.result()), str, "repro")
+            return wire.strict(wire.loads(self._result(future, START_TIMEOUT_S)), str, "repro")
         except (wire.Raised, wire.MalformedData) as exc:
             return _no_script(str(exc))
+        except _Hung as hung:
+            self._recycle()
+            return _no_script(f"the engine's worker process {hung}")
         except BaseException as exc:
             if not future.done() or future.cancelled() or future.exception() is not exc:
                 raise

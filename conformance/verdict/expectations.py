@@ -6,6 +6,8 @@ A file is a YAML mapping with up to two sections, each mapping a case-id prefix 
       grad_mode.inference: MyGrad has no inference mode
     skip:                                    # not run at all (reported as unsupported)
       higher_order.: MyGrad cannot differentiate a gradient
+    isolate:                                 # as xfail, and the engine's worker is replaced
+      errors.advanced-index-checks: "BUG: ... corrupts the process's memory"   # after the case
 
 The longest matching prefix wins. A listed case that passes is reported as `stale`, and so is
 an entry whose prefix matches no case that ran (`Expectations.unused`).
@@ -26,7 +28,9 @@ from pathlib import Path
 from conformance.casefile.case import line_of
 from conformance.casefile.files import MAX_FILE_BYTES, read_yaml
 
-SECTIONS = ("xfail", "skip")
+SECTIONS = ("xfail", "skip", "isolate")
+"""`isolate` is `xfail` for a case that may damage the process it runs in (corrupt its heap,
+leave a thread behind): no later case may run in that process, so its worker is replaced."""
 _COPIES: dict[str, Path] = {}
 """A file read once by `read_once` (by the path as given): the copy every load reads."""
 

@@ -29,6 +29,8 @@ def judge(case: Case, handle: EngineHandle, expectations: Expectations, *,
     result = unrunnable(case, handle.facts, seed, skip)
     if result is None:
         result = settle(handle.run(case, seed, timeout=timeout), entry, expectations.source)
+        if entry is not None and entry.kind == "isolate":
+            handle.replace_process()
     result.level = level or getattr(handle.facts, "level", "full")
     return result
 

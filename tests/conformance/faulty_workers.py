@@ -59,6 +59,16 @@ def _swallow_every_timeout() -> None:
             pass
 
 
+def _hang_holding_the_pool_lock() -> None:
+    """Take the lock of the worker's channel to its pool, then hang: the pool can then never
+    stop this worker (what a worker deadlocked in malloc while sending its result does)."""
+    import gc
+
+    channel = next(o for o in gc.get_objects() if type(o).__name__ == "WorkerChannel")
+    channel.mutex.acquire()
+    _hang_with_sigalrm_blocked()
+
+
 def _segfault() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
@@ -79,6 +89,10 @@ def hangs_and_says_where() -> TorchLikeEngine:
 
 def hangs() -> TorchLikeEngine:
     return _Faulty("hangs", _hang_with_sigalrm_blocked)
+
+
+def hangs_holding_the_pool_lock() -> TorchLikeEngine:
+    return _Faulty("hangs-holding-the-pool-lock", _hang_holding_the_pool_lock)
 
 
 def swallows_timeout() -> TorchLikeEngine:

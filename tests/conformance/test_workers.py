@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance.casefile.loader import SpecResources, load
+from conformance.run import workers
 from conformance.run.workers import EngineWorkers, WorkerStartError
 from conformance.verdict.suite import run_suite
 
@@ -83,6 +84,22 @@ def test_a_dead_or_hung_worker_costs_one_case(tmp_path: Path, factory: str, what
     assert script.startswith(f"# Repro: case topic.trigger on engine {name} ")
     assert "x = torch.ones(13)" in script
     compile(script, "repro", "exec")
+
+
+def test_a_worker_its_pool_cannot_stop_is_killed_by_the_runner(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    # A worker that hangs holding its channel lock (as a Paddle worker deadlocked in malloc
+    # did) is beyond pebble's timeout; without the runner's own watchdog the run waits forever.
+    monkeypatch.setattr(workers, "WATCHDOG_S", 2.0)
+    began = time.monotonic()
+    with EngineWorkers("faulty_workers:hangs_holding_the_pool_lock") as engine:
+        report = run_suite(cases(tmp_path, BEFORE, TRIGGER, AFTER), [engine], timeout=1)
+    assert time.monotonic() - began < 60
+    name = report.runs[0].engine.name
+    assert verdicts(report, name) == {"before": "passed", "trigger": "error", "after": "passed"}
+    message = messages(report, name)["trigger"]
+    assert "hung past 8 s and its pool could not stop it; the runner killed it" in message
+    assert " in _hang_with_sigalrm_blocked\n" in message
 
 
 def test_a_leaking_engine_is_recycled_before_it_runs_out_of_memory(tmp_path: Path) -> None:

@@ -182,3 +182,17 @@ def test_the_search_index_is_a_script_a_file_url_can_load(site):
     kinds = {entry["k"] for entry in entries}
     assert kinds == {"case", "message"}
     assert all(Path(entry["u"].partition("#")[0]).suffix == ".html" for entry in entries)
+
+
+def test_comparison_tables_link_their_cases_and_their_topics(soup):
+    page = soup("comparisons.html")
+    tables = page.select("table.comparison")
+    assert len(tables) >= 3
+    for table in tables:
+        for row in table.select("tbody tr"):
+            cells = row.select("td")[1:]
+            assert cells and all(cell.select("a[href]") for cell in cells), row.get_text(" ")
+    home = soup("index.html")
+    assert home.find("a", href="comparisons.html#comparison-grad-modes") is not None
+    detach = _collapse(soup("detach.html").get_text(" "))
+    assert "Compared side by side:" in detach
