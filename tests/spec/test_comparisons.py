@@ -80,12 +80,13 @@ def test_every_topic_is_in_exactly_one_group_of_the_home_page():
     assert all(group.get("question") for group in data["groups"])
 
 
-def test_a_topic_placed_twice_or_unknown_is_refused(tmp_path):
+def test_a_topic_placed_twice_is_refused_and_an_unplaced_one_still_shown(tmp_path):
     path = tmp_path / "topics.yaml"
     path.write_text("groups:\n  - {title: A, topics: [leaf]}\n  - {title: B, topics: [leaf]}\n")
     with pytest.raises(GenerateError, match="in groups 'A' and 'B'"):
         topic_groups(path, ["leaf"])
-    path.write_text("groups:\n  - {title: A, topics: [nope]}\n")
-    with pytest.raises(GenerateError, match="'nope', which is not a topic"):
-        topic_groups(path, ["leaf"])
+    path.write_text("groups:\n  - {title: A, topics: [nope, leaf]}\n  - {title: B, "
+                    "topics: [gone]}\n")
+    assert topic_groups(path, ["leaf", "extra"]) == [("A", "", ["leaf"]),
+                                                     ("Other topics", "", ["extra"])]
     assert topic_groups(tmp_path / "missing.yaml", ["leaf"]) == [("Topics", "", ["leaf"])]
