@@ -163,6 +163,11 @@ def line_of(node: Any, key: Any = None) -> int | None:
     return getattr(node, "line", None)
 
 
+def line_or_first(node: Any, key: Any = None) -> int:
+    """`line_of`, or line 1 for data without lines: a problem always names a line."""
+    return line_of(node, key) or 1
+
+
 def value_line(node: Any, key: Any) -> int | None:
     """The file line where the text of `node[key]` starts (after `|` for block scalars)."""
     lines = getattr(node, "text_lines", None)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.casefile.case import ID_PATTERN
+from conformance.casefile.case import line_or_first as _line
 from conformance.casefile.files import read_yaml
 from conformance.casefile.loader import Problem
 
@@ -46,13 +47,6 @@ class Comparison:
     def cases(self) -> list[str]:
         return list(dict.fromkeys(c for row in self.rows for cell in row.cells
                                   for c in cell.cases))
-
-
-def _line(node: Any, key: Any = None) -> int:
-    lines = getattr(node, "key_lines", None)
-    if key is not None and lines and key in lines:
-        return lines[key]
-    return getattr(node, "line", None) or 1
 
 
 def _text(node: Mapping[str, Any], key: str, where: str, problems: list[tuple[int, str]]

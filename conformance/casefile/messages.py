@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.casefile.case import Case
+from conformance.casefile.case import line_or_first as _line
 from conformance.casefile.files import read_yaml
 from conformance.casefile.loader import Problem
 
@@ -166,13 +167,6 @@ def load_inventory(path: Path) -> tuple[Inventory | None, list[tuple[int, str]]]
     inventory = Inventory(header["torch"], header["git_version"], header["source_commit"],
                           messages, str(path))
     return inventory, problems
-
-
-def _line(node: Any, key: Any = None) -> int:
-    lines = getattr(node, "key_lines", None)
-    if key is not None and lines and key in lines:
-        return lines[key]
-    return getattr(node, "line", None) or 1
 
 
 def _entry(item: Any, problems: list[tuple[int, str]]) -> InventoryMessage | None:

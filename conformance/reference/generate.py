@@ -9,10 +9,13 @@ checkout the repository's `docs/`).
     >>> site = collect(DEFAULT_SPEC_DIR, results=[])        # doctest: +SKIP
     >>> write_sources(site, Path("build/reference-src"))    # doctest: +SKIP
 
-Pages: `index` (home), one per topic (`retain_grad`: each case a section whose anchor is its
-id), `sources/index` and one per document, `errata`, `engines/index` (the topic by engine
-matrix) and one per engine, `features`, `case-language` (spec/INTERPRETING.md), `adapters`,
-`fuzzing`.
+Pages: `index` (home, topics grouped by `spec/topics.yaml`), `messages` (every error and
+warning, `conformance.reference.messages`), `comparisons` (`spec/comparisons.yaml`), one per
+topic (`retain_grad`: each case a section whose anchor is its id, with its fix, related cases and
+drawings of the graphs it checks), `sources/index` and one per document, `errata`,
+`engines/index` (the topic by engine matrix) and one per engine, `features`, `case-language`
+(spec/INTERPRETING.md), `adapters`, `fuzzing`. `_static/spec-index.js` and `spec-search.js` make
+each case and message a search result of its own.
 """
 
 from __future__ import annotations
