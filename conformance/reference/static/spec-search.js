@@ -35,6 +35,20 @@
     return norm(text).match(/[a-z_][a-z0-9_]*|[0-9]+/g) || [];
   }
 
+  // Words of a question that say nothing about autograd ("why is my grad none" is about
+  // grad and none). A pasted message is matched as a phrase first, so dropping them there
+  // costs nothing.
+  var STOP = new Set(("a an the of at is are was were be been to in on for and or but why what " +
+    "how when where which who does do did doing my me i it its this that these those with " +
+    "from by as can could should would will get gets got after before into than then so " +
+    "there their them they you your we our use using used about").split(" "));
+
+  function keyWords(text) {
+    var all = Array.from(new Set(words(text)));
+    var kept = all.filter(function (w) { return !STOP.has(w); });
+    return kept.length ? kept : all;
+  }
+
   // What a user pastes often starts with the exception's class ("RuntimeError: ...") or is
   // wrapped in quotes; neither is part of the message the cases hold.
   function cleanQuery(query) {
@@ -47,6 +61,35 @@
   function fieldText(entry, key) {
     var value = entry[key];
     return Array.isArray(value) ? value.join("\n") : String(value || "");
+  }
+
+  // How much a word of the query tells entries apart: log(N / entries holding it), so that
+  // "expand_as" or "zero_grad" decide a match and "gradient" or "tensor", found everywhere,
+  // hardly count.
+  var FREQUENCY = null;
+
+  function rarity(word) {
+    var index = window.SPEC_INDEX || [];
+    if (FREQUENCY === null) {
+      FREQUENCY = new Map();
+      index.forEach(function (entry) {
+        var seen = new Set();
+        FIELDS.forEach(function (f) { words(fieldText(entry, f[0])).forEach(function (w) { seen.add(w); }); });
+        seen.forEach(function (w) { FREQUENCY.set(w, (FREQUENCY.get(w) || 0) + 1); });
+      });
+    }
+    return Math.log((index.length + 1) / ((FREQUENCY.get(word) || 0) + 1)) + 0.1;
+  }
+
+  // 1 for the word itself; 0.8 for a longer form of a word of 4 letters or more ("detach" in
+  // "detached", "accumulate" in "accumulates"), so a question need not guess the inflection.
+  function wordHit(word, have, list) {
+    if (have.has(word)) return 1;
+    if (word.length < 4) return 0;
+    for (var i = 0; i < list.length; i++) {
+      if (list[i].length > word.length && list[i].lastIndexOf(word, 0) === 0) return 0.8;
+    }
+    return 0;
   }
 
   // [score, best field, whether some field holds the phrase or at least half the words].
@@ -68,9 +111,15 @@
       }
       if (qwords.length) {
         var have = entry["_w" + key] || (entry["_w" + key] = new Set(words(text)));
+        var list = entry["_l" + key] || (entry["_l" + key] = Array.from(have));
         var hit = 0;
-        for (var w = 0; w < qwords.length; w++) if (have.has(qwords[w])) hit++;
-        var frac = hit / qwords.length;
+        var possible = 0;
+        for (var w = 0; w < qwords.length; w++) {
+          var telling = rarity(qwords[w]);
+          hit += telling * wordHit(qwords[w], have, list);
+          possible += telling;
+        }
+        var frac = possible ? hit / possible : 0;
         here += weight * 10 * frac * frac;
         if (frac >= 0.5) enough = true;
       }
@@ -86,7 +135,7 @@
   function search(query) {
     var index = window.SPEC_INDEX || [];
     var q = cleanQuery(query);
-    var qwords = Array.from(new Set(words(q)));
+    var qwords = keyWords(q);
     if (!q) return [];
     var found = [];
     for (var i = 0; i < index.length; i++) {
@@ -154,7 +203,7 @@
 
   function render(query) {
     var results = search(query);
-    var qwords = Array.from(new Set(words(cleanQuery(query))));
+    var qwords = keyWords(cleanQuery(query));
     var box = document.createElement("section");
     box.id = "spec-results";
     var heading = document.createElement("h2");
