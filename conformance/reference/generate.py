@@ -20,248 +20,38 @@ each case and message a search result of its own.
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from conformance.casefile.case import Case
-from conformance.casefile.comparisons import Comparison, read_comparisons
-from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
-from conformance.casefile.messages import read_inventory
-from conformance.casefile.sources import SourceDocument, collapse, load_sources
+from conformance.casefile.comparisons import Comparison
+from conformance.casefile.sources import SourceDocument
 from conformance.reference import graphs, rst
-from conformance.reference.messages import MessageIndex, build_index, messages_page
-from conformance.reference.results import EngineResults, describe, engine_facts, first_line
-from conformance.reference.session import TORCH_VERSION, render_case
+from conformance.reference.messages import build_index, messages_page
+from conformance.reference.results import EngineResults, engine_facts, first_line
+from conformance.reference.sections import byline, case_section, counts_text, doc_link, toctree
+from conformance.reference.session import render_case
+from conformance.reference.site import (
+    EXAMPLE_CASE,
+    LACKS,
+    ORACLE,
+    SHORT_ORACLE,
+    GenerateError,
+    Site,
+    blocks_rst,
+    collect,
+    load_cases,
+    summary,
+    topic_groups,
+)
+
+__all__ = ["GenerateError", "Site", "collect", "load_cases", "topic_groups", "write_sources"]
 from conformance.run.executor import VERDICTS
-from conformance.traceability import Claim, Trace, trace
-
-ORACLE = f"PyTorch {TORCH_VERSION} (CPU)"
-SHORT_ORACLE = "PyTorch " + ".".join(TORCH_VERSION.split(".")[:2])
-GUIDE = Path("docs") / "adapters.md"
-# Page names that are not topics; a topic with one of these names would overwrite the page.
-RESERVED = {"index", "errata", "features", "fuzzing", "adapters", "case-language", "sources",
-            "engines", "search", "genindex", "messages", "comparisons"}
-SHOWN_VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
-CLAIM_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
-EXAMPLE_CASE = "retain_grad.nonleaf-keeps-grad"
-"""The case the home page uses to show how a rule reads, when the spec has it."""
-LACKS = "engine lacks feature "
-"""How the executor words an `unsupported` verdict for a missing feature."""
-
-
-class GenerateError(ValueError):
-    """The spec data cannot make a site; the message says which file and what to do."""
-
-
-@dataclass
-class Site:
-    spec_dir: Path
-    cases: list[Case]
-    topics: dict[str, list[Case]]
-    intros: dict[str, list[tuple[str, str]]]
-    sources: dict[str, SourceDocument]
-    trace: Trace
-    features: dict[str, str]
-    features_intro: list[tuple[str, str]]
-    results: list[EngineResults]
-    interpreting: str
-    guide: str | None
-    open_findings: list[Case] | None = None
-    open_findings_dir: str | None = None
-    claims_by_id: dict[str, Claim] = field(default_factory=dict)
-    messages: MessageIndex | None = None
-    comparisons: list[Comparison] = field(default_factory=list)
-    groups: list[tuple[str, str, list[str]]] = field(default_factory=list)
-    """The home page's groups of topics: (title, the question it answers, topics)."""
-    referenced_by: dict[str, list[str]] = field(default_factory=dict)
-    """Case id -> the cases whose `see_also` or `fix` name it (the other end of each link)."""
-
-    @property
-    def case_by_id(self) -> dict[str, Case]:
-        return {case.id: case for case in self.cases}
-
-
-def load_cases(spec_dir: Path) -> list[Case]:
-    result = load([spec_dir / "cases"], SpecResources.load(spec_dir))
-    if result.problems:
-        listed = "\n".join(str(p) for p in result.problems[:20])
-        raise GenerateError(f"{len(result.problems)} problem(s) in the spec "
-                            f"(`python -m conformance lint` lists them all):\n{listed}")
-    return result.cases
-
-
-def load_open_findings(folder: Path, spec_dir: Path) -> list[Case]:
-    """The finding cases the fuzzer wrote (`fuzz_<hash>.yaml`) that are kept open in `folder`."""
-    files = sorted(folder.glob("*.yaml"))
-    if not files:
-        return []
-    result = load(files, SpecResources.load(spec_dir))
-    if result.problems:
-        listed = "\n".join(str(p) for p in result.problems[:20])
-        raise GenerateError(f"open findings in {folder} do not load:\n{listed}")
-    return result.cases
-
-
-def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResults],
-            cases: Sequence[Case] | None = None,
-            open_findings_dir: Path | None = None) -> Site:
-    """Everything the pages show, read from `spec_dir` (and `open_findings_dir`)."""
-    spec_dir = Path(spec_dir)
-    cases = list(cases) if cases is not None else load_cases(spec_dir)
-    topics: dict[str, list[Case]] = {}
-    for case in sorted(cases, key=lambda c: (c.topic, c.file or "", c.line or 0)):
-        topics.setdefault(case.topic, []).append(case)
-    clash = sorted(set(topics) & RESERVED)
-    if clash:
-        raise GenerateError(f"topic name(s) {', '.join(clash)} would replace a page of the "
-                            f"reference; rename the case file(s) in {spec_dir / 'cases'}")
-    intros = {topic: _leading_comment(spec_dir / "cases" / f"{topic}.yaml") for topic in topics}
-    sources, problems = load_sources(spec_dir / "sources.yaml")
-    if problems:
-        raise GenerateError(f"{spec_dir / 'sources.yaml'}:{problems[0][0]}: {problems[0][1]}")
-    traced = trace(spec_dir)
-    claims_by_id = {claim.id: claim for doc in traced.documents for claim in doc.claims}
-    bad = sorted(claim_id for claim_id in claims_by_id if not CLAIM_ID.match(claim_id))
-    if bad:
-        raise GenerateError(f"{spec_dir / 'claims.yaml'}: claim ids must be letters, digits, "
-                            f"'_', '.' and '-': {', '.join(bad)}")
-    features_path = spec_dir / "features.yaml"
-    features_data = yaml.safe_load(features_path.read_text(encoding="utf-8")) or {}
-    guide_path = spec_dir.parent / GUIDE
-    open_findings = None
-    if open_findings_dir is not None:
-        open_findings = load_open_findings(Path(open_findings_dir), spec_dir)
-    inventory, problems = read_inventory(spec_dir)
-    tables, table_problems = read_comparisons(spec_dir, [case.id for case in cases])
-    problems += table_problems
-    if problems:
-        listed = "\n".join(str(p) for p in problems[:20])
-        raise GenerateError(f"{len(problems)} problem(s) in the message inventory or the "
-                            f"comparison tables (`python -m conformance lint` lists them "
-                            f"all):\n{listed}")
-    return Site(
-        spec_dir=spec_dir, cases=list(cases), topics=topics, intros=intros, sources=sources,
-        trace=traced, features={str(k): str(v) for k, v in features_data.items()},
-        features_intro=_leading_comment(features_path), results=list(results),
-        interpreting=(spec_dir / "INTERPRETING.md").read_text(encoding="utf-8"),
-        guide=guide_path.read_text(encoding="utf-8") if guide_path.is_file() else None,
-        open_findings=open_findings,
-        open_findings_dir=str(open_findings_dir) if open_findings_dir is not None else None,
-        claims_by_id=claims_by_id,
-        messages=build_index(cases, inventory),
-        groups=topic_groups(spec_dir / TOPIC_GROUPS, list(topics)),
-        # A spec folder with fewer case files (a subset) shows only the tables it can link.
-        comparisons=[t for t in tables if set(t.cases) <= {case.id for case in cases}],
-        referenced_by=_referenced_by(cases),
-    )
-
-
-TOPIC_GROUPS = "topics.yaml"
-
-
-def topic_groups(path: Path, topics: list[str]) -> list[tuple[str, str, list[str]]]:
-    """The groups of `topics.yaml`, checked: no topic in two groups. A spec without the file
-    gets one group of every topic; a topic the file does not place goes to a last group, so no
-    page is ever unreachable from the home page (the spec's own test wants none there)."""
-    if not path.is_file():
-        return [("Topics", "", list(topics))]
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise GenerateError(f"{path}: invalid YAML: {exc}") from exc
-    groups = data.get("groups") if isinstance(data, dict) else None
-    if not isinstance(groups, list):
-        raise GenerateError(f"{path}: expected a mapping with 'groups', a list of "
-                            "{title, question, topics}")
-    found: list[tuple[str, str, list[str]]] = []
-    placed: dict[str, str] = {}
-    for number, group in enumerate(groups, 1):
-        if not isinstance(group, dict) or not isinstance(group.get("title"), str) \
-                or not isinstance(group.get("topics"), list):
-            raise GenerateError(f"{path}: group {number} needs a 'title' and a list 'topics'")
-        title = " ".join(group["title"].split())
-        members = []
-        for topic in group["topics"]:
-            if topic in placed:
-                raise GenerateError(f"{path}: topic {topic!r} is in groups {placed[topic]!r} "
-                                    f"and {title!r}; place it once")
-            placed[topic] = title
-            # A spec folder with fewer case files (a subset, a test's) keeps the same groups.
-            if topic in topics:
-                members.append(topic)
-        if members:
-            found.append((title, str(group.get("question") or ""), members))
-    rest = [topic for topic in topics if topic not in placed]
-    if rest:
-        found.append(("Other topics", "", rest))
-    return found
-
-
-def _referenced_by(cases: Iterable[Case]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = defaultdict(list)
-    for case in cases:
-        targets = list(case.see_also) + (list(case.fix.cases) if case.fix else [])
-        for target in dict.fromkeys(targets):
-            found[target].append(case.id)
-    return dict(found)
-
-
-def _leading_comment(path: Path) -> list[tuple[str, str]]:
-    """The comment a YAML file opens with, as blocks: ("p", paragraph) or ("li", list item).
-
-    A line starting with `- ` opens a list item and indented lines continue it, as the
-    authors write them; any other line continues the paragraph or, after a list, opens one.
-    """
-    if not path.is_file():
-        return []
-    blocks: list[tuple[str, str]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        body = line[1:]
-        stripped = body.strip()
-        if not stripped:
-            blocks.append(("", ""))
-        elif stripped.startswith("- "):
-            blocks.append(("li", stripped[2:]))
-        elif blocks and blocks[-1][0] == "li" and body.startswith("   "):
-            blocks[-1] = ("li", blocks[-1][1] + " " + stripped)
-        elif blocks and blocks[-1][0] == "p":
-            blocks[-1] = ("p", blocks[-1][1] + " " + stripped)
-        else:
-            blocks.append(("p", stripped))
-    return [block for block in blocks if block[0]]
-
-
-def _blocks_rst(blocks: Sequence[tuple[str, str]]) -> str:
-    out = []
-    for index, (kind, body) in enumerate(blocks):
-        if kind == "li":
-            out.append(f"- {rst.text(body)}")
-            if index + 1 == len(blocks) or blocks[index + 1][0] != "li":
-                out.append("")
-        else:
-            out += [rst.text(body), ""]
-    return "\n".join(out) + "\n"
-
-
-def _summary(blocks: Sequence[tuple[str, str]]) -> str:
-    """The first sentence of the first paragraph."""
-    first = next((body for kind, body in blocks if kind == "p"), "")
-    if not first:
-        return ""
-    sentence = re.split(r"(?<=[a-z0-9)\]'\"])\.\s+(?=[A-Z])", first, maxsplit=1)[0]
-    return sentence.rstrip(".") + "."
-
+from conformance.traceability import Claim
 
 # -- writing -------------------------------------------------------------------------------------
 
@@ -405,34 +195,6 @@ def _clear(folder: Path) -> None:
         path.unlink()
 
 
-def _toctree(entries: Iterable[str], caption: str | None = None, hidden: bool = True,
-             maxdepth: int = 1) -> str:
-    out = [".. toctree::", f"   :maxdepth: {maxdepth}"]
-    if caption:
-        out.append(f"   :caption: {caption}")
-    if hidden:
-        out.append("   :hidden:")
-    out.append("")
-    out += [f"   {entry}" for entry in entries]
-    return "\n".join(out) + "\n"
-
-
-def _counts_text(counts: Mapping[str, int]) -> str:
-    """A `:spec:verdict:` badge for each non-zero count: `11 passed`, `2 xfail`."""
-    parts = [f":spec:verdict:`{counts[verdict]} {verdict}`" for verdict in SHOWN_VERDICTS
-             if counts.get(verdict)]
-    return " ".join(parts) if parts else "none run"
-
-
-def _byline(doc: SourceDocument) -> str:
-    author = collapse(doc.author)
-    return f"author {author}" if author.lower().startswith("not stated") else f"by {author}"
-
-
-def _doc_link(doc: SourceDocument) -> str:
-    return f":doc:`{rst.text(doc.title)} </sources/{doc.id}>`"
-
-
 # -- home ----------------------------------------------------------------------------------------
 
 
@@ -463,11 +225,10 @@ def home(site: Site) -> str:
         if question:
             out.append(f"*{rst.text(question)}*\n")
         for topic in topics:
-            summary = _summary(site.intros.get(topic, []))
+            said = summary(site.intros.get(topic, []))
             count = len(site.topics[topic])
             out.append(f"- :doc:`{rst.text(_plain(topic))} </{topic}>` ({count} case"
-                       f"{'s' if count != 1 else ''})" + (f": {rst.text(summary)}" if summary
-                                                           else ""))
+                       f"{'s' if count != 1 else ''})" + (f": {rst.text(said)}" if said else ""))
         out.append("")
     out += [
         rst.heading("How to read a rule", "-"),
@@ -528,14 +289,14 @@ def home(site: Site) -> str:
         "- :doc:`/adapters`: how to check your own engine.",
         "- :doc:`/fuzzing`: the rules the differential fuzzer found.",
         "",
-        _toctree(["messages", *(["comparisons"] if site.comparisons else [])],
+        toctree(["messages", *(["comparisons"] if site.comparisons else [])],
                  "Messages and comparisons"),
     ]
     for title, _, topics in site.groups:
-        out.append(_toctree(topics, title))
+        out.append(toctree(topics, title))
     out += [
-        _toctree(["sources/index", "errata", "engines/index"], "Sources and results"),
-        _toctree(["case-language", "features", "adapters", "fuzzing"], "Using the suite"),
+        toctree(["sources/index", "errata", "engines/index"], "Sources and results"),
+        toctree(["case-language", "features", "adapters", "fuzzing"], "Using the suite"),
     ]
     return "\n".join(out)
 
@@ -578,7 +339,7 @@ def _comparisons_of(site: Site, cases: Sequence[Case]) -> list[Comparison]:
 
 def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
     out = [rst.heading(rst.text(topic), "=")]
-    out.append(_blocks_rst(site.intros.get(topic, [])))
+    out.append(blocks_rst(site.intros.get(topic, [])))
     ids = [case.id for case in cases]
     compared = _comparisons_of(site, cases)
     if compared:
@@ -590,136 +351,11 @@ def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
     out.append("")
     if site.results:
         out.append(rst.table(["engine", "verdicts on this topic"], [
-            [f":doc:`{rst.text(r.name)} </engines/{r.name}>`", _counts_text(r.counts(ids))]
+            [f":doc:`{rst.text(r.name)} </engines/{r.name}>`", counts_text(r.counts(ids))]
             for r in site.results], [20, 80]))
     for case in cases:
         out.append(case_section(site, case))
     return "\n".join(out)
-
-
-def case_section(site: Site, case: Case) -> str:
-    body = [f".. rst-class:: case-rule\n\n{rst.text(case.rule)}\n"]
-    if case.features:
-        body.append("**Needs:** " + ", ".join(f":spec:feature:`{f}`" for f in case.features)
-                    + "\n")
-    rendered = render_case(case)
-    body.append(rst.literal(rendered.text, "pycon"))
-    body += _graph_figures(case)
-    for kind, versions, message in rendered.older_messages:
-        body.append(f"PyTorch {rst.text(versions)} words the {rst.text(kind)}: "
-                    f"{rst.quoted(message)}\n")
-    body += _what_to_do(site, case)
-    meta = [rst.code(_case_file(site, case))]
-    if case.seed:
-        meta.append(f"random data from seed {case.seed}")
-    body.append(".. rst-class:: case-meta\n\n" + rst.text("defined in") + " "
-                + ", ".join(meta) + "\n")
-    if site.results:
-        body.append(_engine_lines(site, case))
-    if case.sources or case.errata:
-        summary = f"Sources ({len(case.sources)})" + (
-            f" and errata ({len(case.errata)})" if case.errata else "")
-        body.append(_details_open(summary, "case-sources"))
-        for source in case.sources:
-            body.append("- " + _citation(site, source.doc, source.quote))
-        body.append("")
-        for erratum in case.errata:
-            body.append(_erratum_text(site, erratum.doc, erratum.quote, erratum.correction))
-        body.append(DETAILS_CLOSE)
-    return f".. spec:case:: {case.id}\n\n" + rst.indent("\n".join(body)) + "\n"
-
-
-DETAILS_CLOSE = ".. raw:: html\n\n   </details>\n"
-_GRAPH_KEY = re.compile(r"^graph\((.+)\)$")
-GRAPH_LEGEND = ("the output's node at the top, each node's inputs (next_functions) below it; "
-                "blue: AccumulateGrad, a leaf that gets .grad; dashed: an input that needs no "
-                "gradient")
-
-
-def _graph_figures(case: Case) -> list[str]:
-    """A diagram for each backward graph the case checks (`graph(t)` with a node name)."""
-    out = []
-    for index, step in enumerate(case.steps):
-        for key, expected in step.expect:
-            found = _GRAPH_KEY.match(key)
-            if not found or not isinstance(expected, str):
-                continue
-            caption = f"{key}" + (f" after step {index + 1}" if len(case.steps) > 1 else "")
-            try:
-                picture = graphs.svg(expected, caption)
-            except ValueError:
-                continue  # not a graph text (the case expects an error text or None)
-            out.append(".. raw:: html\n\n   <figure class=\"autograd-graph-figure\">"
-                       f"{picture}<figcaption>{html.escape(caption)}: "
-                       f"{GRAPH_LEGEND}</figcaption></figure>\n")
-    return out
-
-
-def _details_open(summary: str, css_class: str) -> str:
-    """An HTML <details> around the reStructuredText that follows (closed by DETAILS_CLOSE).
-    The summary is made here from counts and fixed words, never from case text."""
-    assert re.fullmatch(r"[A-Za-z0-9 ()]+", summary), summary
-    return f".. raw:: html\n\n   <details class=\"{css_class}\"><summary>{summary}</summary>\n"
-
-
-def _engine_lines(site: Site, case: Case) -> str:
-    """One line with every engine's verdict; the reasons folded under it."""
-    verdicts = []
-    reasons = []
-    for results in site.results:
-        verdict, why = describe(results, case.id)
-        link = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
-        verdicts.append(f"{link} :spec:verdict:`{verdict.replace(' ', '-')}`")
-        if why:
-            reasons.append(f"- {link}: {rst.text(why)}")
-    out = [".. rst-class:: engine-line\n", "**Engines:** " + " · ".join(verdicts) + "\n"]
-    if reasons:
-        out += [_details_open(f"Why ({len(reasons)})", "engine-reasons"), *reasons, "",
-                DETAILS_CLOSE]
-    return "\n".join(out)
-
-
-def _what_to_do(site: Site, case: Case) -> list[str]:
-    """The case's fix, its place in the messages index and its related cases (both ways)."""
-    out = []
-    if case.fix is not None:
-        line = f"**What to do:** {rst.text(case.fix.text)}"
-        if case.fix.cases:
-            line += " Shown in " + ", ".join(f":spec:case:`{c}`" for c in case.fix.cases) + "."
-        out.append(line + "\n")
-    groups = site.messages.group_of(case.id) if site.messages is not None else []
-    if groups:
-        links = ", ".join(f":spec:message:`the {g.kind} <{g.anchor}>`" for g in groups)
-        out.append(f"**In the messages index:** {links}, with its other causes and fixes.\n")
-    related = list(dict.fromkeys([*case.see_also, *site.referenced_by.get(case.id, [])]))
-    if related:
-        out.append("**See also:** " + ", ".join(f":spec:case:`{c}`" for c in related) + "\n")
-    return out
-
-
-def _case_file(site: Site, case: Case) -> str:
-    name = Path(case.file).name if case.file else f"{case.topic}.yaml"
-    folder = "cases" if case in site.topics.get(case.topic, []) else "open findings"
-    return f"{folder}/{name}:{case.line}" if case.line else f"{folder}/{name}"
-
-
-def _citation(site: Site, doc_id: str, quote: str) -> str:
-    doc = site.sources.get(doc_id)
-    if doc is None:
-        return f"{rst.quoted(quote)} ({rst.text(doc_id)})"
-    text = f"{rst.quoted(quote)} — {_doc_link(doc)}, {rst.text(_byline(doc))}."
-    origin = doc.docs_origin(quote)
-    if origin:
-        text += f" *The document is quoting PyTorch's documentation:* {rst.text(origin)}."
-    return text
-
-
-def _erratum_text(site: Site, doc_id: str, quote: str, correction: str) -> str:
-    doc = site.sources.get(doc_id)
-    where = _doc_link(doc) if doc is not None else rst.text(doc_id)
-    return (f".. container:: erratum\n\n"
-            f"   **The document says** {rst.quoted(quote)} ({where})\n\n"
-            f"   **{SHORT_ORACLE} does:** {rst.text(correction)}\n")
 
 
 # -- sources -------------------------------------------------------------------------------------
@@ -740,12 +376,12 @@ def sources_index(site: Site) -> str:
         cited |= cases
         covered = sum(1 for claim in document.claims if claim.cases)
         errata = sum(1 for erratum, _ in site.trace.errata if erratum.doc == document.doc)
-        rows.append([_doc_link(doc), rst.text(doc.kind), str(len(document.claims)),
+        rows.append([doc_link(doc), rst.text(doc.kind), str(len(document.claims)),
                      str(covered), str(len(cases)), str(errata)])
     out.append(rst.table(["document", "kind", "claims", "covered", "cases citing it", "errata"],
                          rows, [50, 10, 10, 10, 10, 10]))
     out.append(f"{site.trace.case_count} cases in all; {len(cited)} of them cite a claim.\n")
-    out.append(_toctree([f"{doc.id}" for doc in site.sources.values()]))
+    out.append(toctree([f"{doc.id}" for doc in site.sources.values()]))
     return "\n".join(out)
 
 
@@ -807,7 +443,7 @@ def errata_page(site: Site) -> str:
         title = rst.text(doc.title) if doc is not None else rst.text(doc_id)
         out.append(rst.heading(title, "-"))
         if doc is not None:
-            out.append(f"{rst.text(_byline(doc).capitalize())}; {rst.text(doc.site)}. "
+            out.append(f"{rst.text(byline(doc).capitalize())}; {rst.text(doc.site)}. "
                        f":doc:`The document's page </sources/{doc.id}>`.\n")
         for erratum, ids in entries:
             claims = ", ".join(f":spec:claim:`{i}`" for i in ids)
@@ -851,12 +487,12 @@ def engines_index(site: Site) -> str:
     for topic, cases in site.topics.items():
         ids = [case.id for case in cases]
         matrix.append([f":doc:`{rst.text(topic)} </{topic}>`", str(len(cases)),
-                       *(_counts_text(r.counts(ids)) for r in site.results)])
+                       *(counts_text(r.counts(ids)) for r in site.results)])
     matrix.append(["**all**", str(len(site.cases)),
-                   *(_counts_text(r.counts(c.id for c in site.cases)) for r in site.results)])
+                   *(counts_text(r.counts(c.id for c in site.cases)) for r in site.results)])
     out.append(rst.table(["topic", "cases", *(rst.text(r.name) for r in site.results)], matrix,
                          classes="matrix"))
-    out.append(_toctree([f"{r.name}" for r in site.results]))
+    out.append(toctree([f"{r.name}" for r in site.results]))
     return "\n".join(out)
 
 
@@ -865,10 +501,10 @@ def engine_page(site: Site, results: EngineResults) -> str:
     facts = [[rst.text(k), rst.text(v)] for k, v in engine_facts(results).items()]
     out.append(rst.table(["", ""], facts, [25, 75]).replace(":header-rows: 1",
                                                            ":header-rows: 0"))
-    out.append("**All cases:** " + _counts_text(results.counts()) + "\n")
+    out.append("**All cases:** " + counts_text(results.counts()) + "\n")
     out.append(rst.heading("By topic", "-"))
     rows = [[f":doc:`{rst.text(topic)} </{topic}>`",
-             _counts_text(results.counts(case.id for case in cases))]
+             counts_text(results.counts(case.id for case in cases))]
             for topic, cases in site.topics.items()]
     out.append(rst.table(["topic", "verdicts"], rows, [25, 75]))
     case_ids = [case.id for case in site.cases]
@@ -911,7 +547,7 @@ def engine_page(site: Site, results: EngineResults) -> str:
 
 
 def features_page(site: Site) -> str:
-    out = [rst.heading("Features", "="), _blocks_rst(site.features_intro),
+    out = [rst.heading("Features", "="), blocks_rst(site.features_intro),
            "An adapter declares the features its engine has; :doc:`/adapters` lists them and "
            "says which to leave out for an engine without part of PyTorch's autograd API.\n"]
     needing: dict[str, list[str]] = defaultdict(list)

@@ -7,7 +7,8 @@ then receives one case at a time and sends back JSON text, never a pickled objec
 make values whose `repr` is a `str` subclass with its own `__reduce__`, and unpickling such a
 value would run code in the runner. The parent rebuilds the `CaseResult` (and the repro script
 of a failure: only the worker has the engine's hooks to write it) from that text, checking every
-field's type; data it cannot read is an `error` verdict, never a crash of the runner.
+field's type; data it cannot read is an `error` verdict, never a crash of the runner. What runs
+inside a worker is `conformance.run.worker_side`; this module is the parent's side.
 
 What the parent enforces, whatever the engine does:
 - a hard timeout per case (the case's own watchdog plus a grace period): a worker that hangs,
@@ -37,7 +38,6 @@ out and replaces it, and tells a dead worker's exit code apart from an exception
 
 from __future__ import annotations
 
-import faulthandler
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
@@ -45,32 +45,27 @@ import multiprocessing.resource_tracker
 import os
 import shutil
 import signal
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pebble import ProcessExpired, ProcessPool
 
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources
-from conformance.engines import EngineError, load_engine
+from conformance.engines import EngineError
 from conformance.engines.base import DESCRIBED
-from conformance.run import wire
-from conformance.run.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult, run_case
+from conformance.run import wire, worker_side
+from conformance.run.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult
 from conformance.run.handle import Aborted, EngineCrashed, EngineHandle
-from conformance.run.repro import repro_script
+from conformance.run.worker_side import GRACE_S, WorkerStartError, address_space_cap
 
 DEFAULT_MEMORY_MB = 4096
-GRACE_S = 5.0
-"""How long past the case's own timeout the parent waits before it kills the worker."""
 START_TIMEOUT_S = 120.0
 """How long a new worker may take to import and set up its engine."""
 REPRO_TIMEOUT_S = 30.0
@@ -84,12 +79,6 @@ heap, as Paddle does in some cases) can never be stopped by the pool, and its ta
 waited for forever."""
 STACK_LINES = 40
 """How many lines of a hung or crashed worker's Python stack its verdict's message keeps."""
-
-
-class WorkerStartError(RuntimeError):
-    """The engine cannot be loaded in a worker (unknown name, import error, bad factory)."""
-
-
 
 
 @dataclass(frozen=True)
@@ -119,295 +108,8 @@ class RemoteEngine:
         return {**{key: getattr(self, key) for key in DESCRIBED}, "spec": self.spec}
 
 
-
-
-# ------------------------------------------------------------------------------------------
-# The worker's side. Everything here runs in the worker process, next to the engine.
-
-
-@dataclass
-class _Worker:
-    """The state of one worker process (module globals of the worker, never of the parent)."""
-
-    engine: Any = None
-    watched: list[tuple[Any, str, int]] = field(default_factory=list)
-
-
-_WORKER = _Worker()
-_MISSING = object()
-
-
-def _initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...],
-                pid_file: str | None = None) -> None:
-    """Runs once in each new worker: say who it is, cap its memory, load the engine, note what
-    it owns."""
-    if pid_file is not None:
-        # The runner's last resort against a worker its pool cannot stop (WATCHDOG_S).
-        with open(pid_file, "w", encoding="ascii") as stream:
-            stream.write(str(os.getpid()))
-    if memory_bytes:
-        import resource
-
-        cap = address_space_cap(memory_bytes)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-        except (ValueError, OSError):  # the hard limit inherited from the runner still holds
-            pass
-    # The parent handles Ctrl-C; a worker must not die of it halfway through a case.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _leave_with_the_runner()
-    try:
-        _WORKER.engine = load_engine(spec)
-    except BaseException as exc:  # noqa: BLE001 - reported by the first task, in one line
-        _WORKER.engine = exc
-        return
-    _WORKER.watched = _owned_attributes(_WORKER.engine, settable)
-
-
-def _leave_with_the_runner() -> None:
-    """End this worker as soon as the runner that started it is gone. A runner that is killed
-    (SIGKILL, a crash) cannot stop its workers, and a worker hung in a case would otherwise live
-    on for ever, holding the forkserver, the runner's output pipes and a CPU."""
-    runner = multiprocessing.parent_process()
-    if runner is None:
-        return
-
-    def watch() -> None:
-        multiprocessing.connection.wait([runner.sentinel])
-        os._exit(3)
-
-    threading.Thread(target=watch, name="runner-watch", daemon=True).start()
-
-
-def address_space_cap(requested: int) -> int:
-    """`requested` bytes, or the hard `RLIMIT_AS` this process runs under when that is lower
-    (a container started under `ulimit -v`): a process may lower its limits, never raise
-    them, and asking for more kills every worker at start."""
-    try:
-        import resource
-
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, OSError, ValueError):
-        return requested
-    if hard == resource.RLIM_INFINITY or hard <= 0:
-        return requested
-    return min(requested, hard)
-
-
-
-
-def _owned_attributes(engine: Any, names: tuple[str, ...]) -> list[tuple[Any, str, int]]:
-    """The engine's modules and classes reachable from its namespace, with the identity of
-    every settable-named attribute they hold: a case may assign `x.grad`, but must not reach
-    `type(x).grad` or `torch.Tensor.grad` through an alias and change them for later cases."""
-    if not wire.quietly(lambda: bool(getattr(engine, "available", False)), False):
-        return []
-    namespace = wire.quietly(lambda: dict(engine.namespace(np.random.default_rng(0))), {})
-    owners: dict[int, Any] = {}
-    for root in wire.quietly(lambda: list(namespace.values()), []):
-        for obj in (root, *_members(root)):
-            for owner in wire.quietly(lambda obj=obj: _owners_of(obj), ()):
-                owners.setdefault(id(owner), owner)
-    return [(owner, name, id(_own(owner, name))) for owner in owners.values() for name in names]
-
-
-def _owners_of(obj: Any) -> tuple[Any, ...]:
-    if isinstance(obj, type):
-        return tuple(obj.__mro__[:-1])
-    if hasattr(obj, "__dict__") and not callable(obj):
-        return (obj,)
-    return ()
-
-
-def _members(root: Any) -> list[Any]:
-    target = wire.quietly(lambda: getattr(root, "_module", root), root)  # a facade over a module
-    return wire.quietly(lambda: list(vars(target).values()), [])
-
-
-def _own(owner: Any, name: str) -> Any:
-    return wire.quietly(lambda: vars(owner).get(name, _MISSING), _MISSING)
-
-
-def _tampered() -> str | None:
-    for owner, name, identity in _WORKER.watched:
-        if id(_own(owner, name)) != identity:
-            shown = wire.quietly(lambda owner=owner: wire.text(getattr(owner, "__name__", None)
-                                                       or type(owner).__name__), "?")
-            return f"{shown}.{name}"
-    return None
-
-
-def _state_leak(engine: Any) -> str | None:
-    """What the engine says a case left behind (`Engine.state_leak`), or None when clean. A
-    check that raises, or answers anything but None or text, counts as a leak."""
-    try:
-        check = getattr(engine, "state_leak", None)
-        leak = check() if check is not None else None
-    except BaseException as exc:  # noqa: BLE001 - an engine that cannot tell is not clean
-        return f"its state_leak() raised {wire.type_name(exc)}"
-    if leak is None:
-        return None
-    if isinstance(leak, str):
-        return wire.text(leak) or "state_leak() gave no description"
-    return f"its state_leak() answered a {wire.type_name(leak)}"
-
-
-
-
-
-
-
-
-
-
-def _describe(features: tuple[str, ...]) -> bytes:
-    return wire.answer(_facts, features)
-
-
-def _facts(features: tuple[str, ...]) -> dict[str, Any]:
-    engine = _WORKER.engine
-    if isinstance(engine, BaseException):
-        raise WorkerStartError(wire.exception_text(engine) or wire.type_name(engine))
-    described = engine.describe()
-    expectations = getattr(engine, "expectations", None)
-    reason = described.get("unavailable_reason")
-    return {
-        **{key: wire.text(described.get(key, default)) for key, default in _FACTS.items()},
-        "unavailable_reason": None if reason is None else wire.text(reason),
-        "features": [wire.text(f) for f in features if engine.supports(f)],
-        "expectations": wire.text(os.fspath(expectations)) if expectations else None,
-    }
-
-
-_FACTS = {"name": "engine", "version": "unknown", "device": "cpu", "torch_version": "",
-          "message_strictness": "exact", "level": "full"}
-"""The text facts of an engine the parent keeps, with what a `describe` without one means."""
-_OTHER_FACTS = ("unavailable_reason", "features", "expectations")
-
-
-def _run(case: Case, seed: int | None, timeout: float, stack_file: str | None) -> bytes:
-    """Run one case in the worker: the result, a repro script when it failed, the RSS, and
-    why the worker must be replaced after it (None: it may run the next case)."""
-    return wire.answer(_run_case, case, seed, timeout, stack_file)
-
-
-def _run_case(case: Case, seed: int | None, timeout: float, stack_file: str | None
-              ) -> dict[str, Any]:
-    engine = _WORKER.engine
-    if isinstance(engine, BaseException):  # it loaded in the first worker, not in this one
-        raise WorkerStartError(f"the engine could not be loaded in a fresh worker: "
-                               f"{wire.type_name(engine)}: {wire.exception_text(engine)}")
-    with _stack_on_hang(stack_file, timeout + GRACE_S / 2):
-        result = run_case(case, engine, seed, timeout=timeout)
-    replace = None
-    tampered = _tampered()
-    if tampered is not None:
-        result.verdict = "error"
-        result.message = (f"the case changed the engine itself ({tampered} was rebound), "
-                          "which would change the verdicts of later cases; the worker was "
-                          "replaced")
-        replace = f"the case rebound {tampered}"
-    leak = _state_leak(engine)
-    if leak is not None and replace is None:
-        replace = f"the case left engine state behind ({leak})"
-    script = None
-    if result.verdict in ("failed", "error"):
-        try:
-            script = repro_script(case, engine, result.seed, result.step)
-        except Exception as exc:  # noqa: BLE001 - a repro is a help, never a second failure
-            script = f"# no repro script: {wire.type_name(exc)}: {wire.exception_text(exc)}\n"
-    return {"result": wire.plain(result, CaseResult), "repro": None if script is None
-            else wire.text(script), "resident_bytes": _resident_bytes(), "replace": replace}
-
-
-class _stack_on_hang:  # noqa: N801 - used as a `with` block, like contextlib's
-    """While a case runs: `faulthandler` writes the Python stack of every thread to
-    `stack_file` if the case is still running after `delay` seconds (the parent kills the
-    worker a little later and reads the file), or at once if the worker crashes."""
-
-    def __init__(self, stack_file: str | None, delay: float) -> None:
-        self.stack_file = stack_file
-        self.delay = delay
-        self.stream: Any = None
-        self.was_enabled = False
-
-    def __enter__(self) -> None:
-        if not self.stack_file:
-            return
-        try:
-            self.stream = open(self.stack_file, "w", encoding="utf-8")  # noqa: SIM115
-            self.was_enabled = faulthandler.is_enabled()
-            faulthandler.enable(file=self.stream, all_threads=True)
-            faulthandler.dump_traceback_later(self.delay, exit=False, file=self.stream)
-        except (OSError, ValueError, OverflowError):  # no stack then, the case still runs
-            self.__exit__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.stream is None:
-            return
-        faulthandler.cancel_dump_traceback_later()
-        if self.was_enabled:
-            faulthandler.enable(file=sys.stderr, all_threads=True)
-        else:
-            faulthandler.disable()
-        self.stream.close()
-        self.stream = None
-
-
-
-
-
-
-def _call(function: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
-    """`function(engine, *args)` in the worker, answered as plain data."""
-    return wire.answer(function, _WORKER.engine, *args)
-
-
-def _repro(case: Case, seed: int | None, last_step: int | None) -> bytes:
-    return wire.answer(lambda: wire.text(repro_script(case, _WORKER.engine, seed, last_step)))
-
-
-def _resident_bytes() -> int:
-    try:
-        with open("/proc/self/statm", encoding="ascii") as stream:
-            return int(stream.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-# ------------------------------------------------------------------------------------------
-# The wire: dataclasses as JSON-ready plain data and back, driven by their type hints.
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _outcome(raw: Any) -> dict[str, Any]:
-    """The parent's reading of `_run`'s answer."""
+    """The parent's reading of `worker_side.run`'s answer."""
     answer = wire.fields(wire.loads(raw), ("result", "repro", "resident_bytes", "replace"),
                          "answer")
     result = wire.strict(answer["result"], CaseResult, "result")
@@ -417,8 +119,6 @@ def _outcome(raw: Any) -> dict[str, Any]:
             "repro": wire.strict(answer["repro"], str | None, "repro"),
             "resident_bytes": wire.strict(answer["resident_bytes"], int, "resident_bytes"),
             "replace": wire.strict(answer["replace"], str | None, "replace")}
-
-
 
 
 # ------------------------------------------------------------------------------------------
@@ -519,17 +219,17 @@ class EngineWorkers(EngineHandle):
 
     def _new_pool(self) -> ProcessPool:
         _start_forkserver_deaf_to_ctrl_c()
-        return ProcessPool(max_workers=1, context=_context(), initializer=_initialize,
+        return ProcessPool(max_workers=1, context=_context(), initializer=worker_side.initialize,
                            initargs=self._initargs)
 
     def _start(self, features: tuple[str, ...]) -> RemoteEngine:
-        future = self._schedule(_describe, args=(features,), timeout=START_TIMEOUT_S)
+        future = self._schedule(worker_side.describe, args=(features,), timeout=START_TIMEOUT_S)
         try:
             facts = wire.fields(wire.loads(self._result(future, START_TIMEOUT_S)),
-                                (*_FACTS, *_OTHER_FACTS), "facts")
+                                (*worker_side.FACTS, *worker_side.OTHER_FACTS), "facts")
             engine = RemoteEngine(
                 spec=self.spec,
-                **{key: wire.strict(facts[key], str, key) for key in _FACTS},
+                **{key: wire.strict(facts[key], str, key) for key in worker_side.FACTS},
                 unavailable_reason=wire.strict(facts["unavailable_reason"], str | None,
                                            "unavailable_reason"),
                 features=frozenset(wire.strict(facts["features"], list[str], "features")),
@@ -563,7 +263,7 @@ class EngineWorkers(EngineHandle):
             raise Aborted(case.id)
         self._clear_stack()
         self._future = future = self._schedule(
-            _run, args=(case, seed, timeout, self._stack_file), timeout=limit)
+            worker_side.run, args=(case, seed, timeout, self._stack_file), timeout=limit)
         if self._aborted:
             # abort() ran between the check above and publishing the future, so it could not
             # cancel this one: cancel it here, or the run waits out the case's whole timeout.
@@ -628,7 +328,7 @@ class EngineWorkers(EngineHandle):
         engine first); None when it cannot write one in time, or the run was stopped."""
         if self._aborted:
             return None
-        self._future = future = self._schedule(_repro, args=(case, seed, None),
+        self._future = future = self._schedule(worker_side.repro, args=(case, seed, None),
                                                     timeout=REPRO_TIMEOUT_S)
         if self._aborted:
             future.cancel()
@@ -671,7 +371,7 @@ class EngineWorkers(EngineHandle):
             blocks[-1].append(line)
         lines = []
         for block in blocks:
-            ours = next((i for i, line in enumerate(block) if f'{os.sep}workers.py"' in line
+            ours = next((i for i, line in enumerate(block) if f'{os.sep}worker_side.py"' in line
                          and f"{os.sep}conformance{os.sep}" in line), len(block))
             if ours < len(block) and block[ours].endswith(" in watch"):
                 continue
@@ -732,14 +432,14 @@ class EngineWorkers(EngineHandle):
                    timeout: float) -> PendingCall:
         """Start `function(engine, *args)` in the worker (`function` is importable by name;
         its answer is plain data); `PendingCall.result()` waits for it."""
-        future = self._schedule(_call, args=(function, args), timeout=timeout)
+        future = self._schedule(worker_side.call, args=(function, args), timeout=timeout)
         return PendingCall(self, future, timeout)
 
     def repro_script(self, case: Case, seed: int | None = None,
                      last_step: int | None = None) -> str:
         """`conformance.run.repro.repro_script` for this engine, written where the engine is (a
         comment saying why, when the worker cannot write it)."""
-        future = self._schedule(_repro, args=(case, seed, last_step),
+        future = self._schedule(worker_side.repro, args=(case, seed, last_step),
                                      timeout=START_TIMEOUT_S)
         try:
             return wire.strict(wire.loads(self._result(future, START_TIMEOUT_S)), str, "repro")
