@@ -29,6 +29,7 @@ from typing import Any
 
 from conformance.casefile.case import Case
 from conformance.casefile.comparisons import Comparison
+from conformance.casefile.messages import expected_texts
 from conformance.casefile.sources import SourceDocument
 from conformance.reference import graphs, rst
 from conformance.reference.messages import build_index, messages_page
@@ -162,12 +163,10 @@ def search_index(site: Site) -> str:
     entries: list[dict[str, Any]] = []
     for topic, cases in site.topics.items():
         for case in cases:
-            messages = []
-            for step in case.steps:
-                for item in ([step.raises] if step.raises else []) + list(step.warns):
-                    messages += [item.message or ""] + [v.message for v in item.messages]
+            messages = [m for text in expected_texts([case])
+                        for m in (text.message, *(older for _, older in text.older))]
             entries.append({"k": "case", "u": f"{topic}.html#{case.id}", "i": case.id,
-                            "t": case.rule, "m": [m for m in messages if m],
+                            "t": case.rule, "m": messages,
                             "x": render_case(case).text[:EXAMPLE_LIMIT]
                             + (f"\n{case.fix.text}" if case.fix else "")})
     index = site.messages or build_index(site.cases, None)

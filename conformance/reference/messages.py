@@ -84,11 +84,17 @@ class MessageIndex:
 def build_index(cases: Sequence[Case], inventory: Inventory | None) -> MessageIndex:
     expected = expected_texts(cases)
     covered = coverage(inventory, expected) if inventory is not None else None
+    # Each text was matched against the inventory once, by `coverage`; its entry is read back.
+    entry_of: dict[int, InventoryMessage] = {}
+    if inventory is not None and covered is not None:
+        by_id = {entry.id: entry for entry in inventory.messages}
+        entry_of = {id(text): by_id[entry_id] for entry_id, texts in covered.covered.items()
+                    for text in texts}
     groups: dict[str, MessageGroup] = {}
     for text in expected:
         if not _WORD.search(text.message):
             continue  # a value carried by an exception (StopIteration's), not a message
-        entry = inventory.match(text.message) if inventory is not None else None
+        entry = entry_of.get(id(text))
         if entry is not None:
             key = f"message-{entry.id}"
             group = groups.setdefault(key, MessageGroup(key, entry.kind, entry.type,
