@@ -59,6 +59,8 @@ ATTRIBUTES = {
     "detect_anomaly": "anomaly_mode", "set_detect_anomaly": "anomaly_mode",
     "is_anomaly_enabled": "anomaly_mode", "is_anomaly_check_nan_enabled": "anomaly_mode",
     "once_differentiable": "custom_function",
+    "vjp": "functional_api", "jvp": "functional_api", "jacobian": "functional_api",
+    "hessian": "functional_api", "hvp": "functional_api", "vhp": "functional_api",
     # Dtypes and devices.
     "complex64": "complex", "complex128": "complex", "cfloat": "complex", "cdouble": "complex",
     "float16": "half", "half": "half", "bfloat16": "half",

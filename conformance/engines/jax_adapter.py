@@ -14,11 +14,17 @@ rather than JAX's). So the namespace gives only what JAX has in PyTorch's terms,
 | `torch.zeros/ones/full/arange`, `*_like` | the `jnp` function of the same name |
 | `torch.rand/randn/..._like` | values drawn from the runner's generator |
 | `torch.exp/log/.../matmul/cat/stack/where/...` | `jnp`, `jax.nn` for activations |
+| `torch.autograd.functional.vjp/jvp/jacobian/hessian/hvp/vhp` | `jax.vjp`, `jax.jvp`, `jax.jacrev` (`jax.jacfwd` for `strategy="forward-mode"`), `jax.hessian`, `jax.jvp` of `jax.grad`, `jax.vjp` of `jax.grad` |
 | `requires_grad=True` and everything else of autograd | absent: the case fails at that call |
 
 64-bit types are switched on (`jax_enable_x64`), else JAX silently stores float64 as float32.
 The features declared are what JAX arrays have: complex and half-precision dtypes and object
-identity. Without `autograd_state` every case that asks a tensor for requires_grad, .grad or
+identity, and `functional_api`, the one part of PyTorch's autograd that is JAX's own model
+(a function in, derivatives out). There the adapter only adapts calling conventions: a tuple of
+inputs becomes separate arguments and `argnums`, a single input or output unpacks as PyTorch's
+does, and a function returning one element is squeezed before `jax.hessian`. JAX has no strict
+mode: `strict=True` is refused by the adapter (so never counts as the engine's refusal).
+`create_graph` needs nothing: JAX's results can always be differentiated again. Without `autograd_state` every case that asks a tensor for requires_grad, .grad or
 backward() is unsupported, as are modules, devices, grad mode, hooks and the graph. Messages
 are compared by type only.
 """
@@ -56,7 +62,7 @@ class JaxEngine(Engine):
     message_strictness = "type"
     torch_version = "2.13.0"
     expectations = EXPECTATIONS
-    features: frozenset[str] = frozenset({"complex", "half", "identity"})
+    features: frozenset[str] = frozenset({"complex", "half", "identity", "functional_api"})
 
     def __init__(self, jax: Any) -> None:
         jax.config.update("jax_enable_x64", True)
@@ -111,6 +117,7 @@ class _Torch(_Namespace):
         activations = {name: _axis_as_dim(getattr(jax.nn, name)) for name in ACTIVATIONS}
         self.__dict__.update(activations)
         self.nn = _Namespace("nn", functional=_Namespace("F", **activations))
+        self.autograd = _Namespace("torch.autograd", functional=_Functional(jax))
 
     def tensor(self, data: Any, dtype: Any = None, **kwargs: Any) -> Any:
         _refuse_autograd(kwargs)
@@ -165,6 +172,104 @@ class _Torch(_Namespace):
 
     def manual_seed(self, seed: int) -> None:
         self._rng.bit_generator.state = type(self._rng.bit_generator)(seed).state
+
+
+class _Functional(_Namespace):
+    """`torch.autograd.functional` on JAX's transformations."""
+
+    def __init__(self, jax: Any) -> None:
+        super().__init__("torch.autograd.functional")
+        self._jax = jax
+
+    @staticmethod
+    def _args(inputs: Any) -> tuple[bool, tuple[Any, ...]]:
+        given_tuple = isinstance(inputs, tuple)
+        return given_tuple, inputs if given_tuple else (inputs,)
+
+    @staticmethod
+    def _no_strict(strict: bool) -> None:
+        if strict:
+            raise TypeError("JAX has no counterpart of strict=True: its derivative of an "
+                            "independent input is zeros")
+
+    def _default(self, v: Any, like: Any) -> Any:
+        """PyTorch's default v, 1, where `like` is one tensor of one element; otherwise `v`
+        as given (None included: JAX has no default and refuses it itself)."""
+        if v is None and not isinstance(like, tuple) and self._jax.numpy.size(like) == 1:
+            return self._jax.numpy.ones_like(like)
+        return v
+
+    def vjp(self, func: Callable[..., Any], inputs: Any, v: Any = None,
+            create_graph: bool = False, strict: bool = False) -> tuple[Any, Any]:
+        self._no_strict(strict)
+        inputs_tuple, args = self._args(inputs)
+        out, pullback = self._jax.vjp(func, *args)
+        grads = pullback(self._default(v, out))
+        return out, grads if inputs_tuple else grads[0]
+
+    def jvp(self, func: Callable[..., Any], inputs: Any, v: Any = None,
+            create_graph: bool = False, strict: bool = False) -> tuple[Any, Any]:
+        self._no_strict(strict)
+        inputs_tuple, args = self._args(inputs)
+        tangents = self._default(v, inputs)
+        # JAX takes the tangents as a tuple matching the primals; PyTorch lets a single input
+        # take a single tensor.
+        if not inputs_tuple and not isinstance(tangents, tuple) and tangents is not None:
+            tangents = (tangents,)
+        return self._jax.jvp(func, args, tangents)
+
+    def jacobian(self, func: Callable[..., Any], inputs: Any, create_graph: bool = False,
+                 strict: bool = False, vectorize: bool = False,
+                 strategy: str = "reverse-mode") -> Any:
+        self._no_strict(strict)
+        inputs_tuple, args = self._args(inputs)
+        transform = self._jax.jacfwd if strategy == "forward-mode" else self._jax.jacrev
+        argnums = tuple(range(len(args))) if inputs_tuple else 0
+        return transform(func, argnums=argnums)(*args)
+
+    def _scalar(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        # PyTorch squeezes a one-element output to a scalar; any other output goes to JAX as
+        # it is.
+        def scalar(*args: Any) -> Any:
+            out = func(*args)
+            jnp = self._jax.numpy
+            return jnp.squeeze(out) if not isinstance(out, tuple) and jnp.size(out) == 1 else out
+
+        return scalar
+
+    def hessian(self, func: Callable[..., Any], inputs: Any, create_graph: bool = False,
+                strict: bool = False, vectorize: bool = False,
+                outer_jacobian_strategy: str = "reverse-mode") -> Any:
+        self._no_strict(strict)
+        inputs_tuple, args = self._args(inputs)
+        argnums = tuple(range(len(args))) if inputs_tuple else 0
+        return self._jax.hessian(self._scalar(func), argnums=argnums)(*args)
+
+    def _gradient(self, func: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any]:
+        return self._jax.grad(self._scalar(func), argnums=tuple(range(len(args))))
+
+    def _product(self, func: Callable[..., Any], inputs: Any, v: Any,
+                 strict: bool) -> tuple[bool, tuple[Any, ...], tuple[Any, ...], Any]:
+        self._no_strict(strict)
+        inputs_tuple, args = self._args(inputs)
+        vs = self._default(v, inputs)
+        if not inputs_tuple and not isinstance(vs, tuple) and vs is not None:
+            vs = (vs,)
+        gradient = self._jax.grad(self._scalar(func), argnums=tuple(range(len(args))))
+        return inputs_tuple, args, vs, gradient
+
+    def hvp(self, func: Callable[..., Any], inputs: Any, v: Any = None,
+            create_graph: bool = False, strict: bool = False) -> tuple[Any, Any]:
+        inputs_tuple, args, vs, gradient = self._product(func, inputs, v, strict)
+        _, product = self._jax.jvp(gradient, args, vs)
+        return func(*args), product if inputs_tuple else product[0]
+
+    def vhp(self, func: Callable[..., Any], inputs: Any, v: Any = None,
+            create_graph: bool = False, strict: bool = False) -> tuple[Any, Any]:
+        inputs_tuple, args, vs, gradient = self._product(func, inputs, v, strict)
+        _, pullback = self._jax.vjp(gradient, *args)
+        product = pullback(vs)
+        return func(*args), product if inputs_tuple else product[0]
 
 
 def _refuse_autograd(kwargs: dict[str, Any]) -> None:

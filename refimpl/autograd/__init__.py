@@ -14,7 +14,7 @@ from typing import Any
 
 from refimpl._tensor import Tensor
 from refimpl._warn import warn_once
-from refimpl.autograd import forward_ad, function, graph
+from refimpl.autograd import forward_ad, function, functional, graph
 from refimpl.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly
 from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
 from refimpl.autograd.function import Function
@@ -26,7 +26,7 @@ from refimpl.autograd.grad_mode import (
     set_grad_enabled,
 )
 
-__all__ = ["backward", "grad", "graph", "forward_ad", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
            "Function", "function", "Variable"]
 
