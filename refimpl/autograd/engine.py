@@ -243,8 +243,12 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
                         _capture(captured, target_edges, node, grad)
                     if is_leaf:
                         run = accumulate
-                    else:  # run only to reach targets further down
-                        run = any(n in needed for n, _ in node.next_functions if n is not None)
+                    else:
+                        # Run to reach targets further down; backward(inputs=) also runs a
+                        # non-leaf input's own node (its hooks included), which sends nothing
+                        # on past it, as PyTorch marks that node needed.
+                        run = (accumulate and node in targets) or any(
+                            n in needed for n, _ in node.next_functions if n is not None)
                 if run and node._node_pre_hooks:
                     grad = _call_pre_hooks(node, grad)
                 if not run:

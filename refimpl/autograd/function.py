@@ -30,6 +30,7 @@ is that its gradient formula is the user's ``backward``.
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +44,13 @@ __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"
 ONCE_DIFFERENTIABLE = ("trying to differentiate twice a function that was marked with "
                        "@once_differentiable")
 LEAF_IN_PLACE = "a leaf Variable that requires grad has been used in an in-place operation."
+LEAF_VIEW_IN_PLACE = ("a view of a leaf Variable that requires grad is being used in an in-place "
+                      "operation.")
+DIRTY_NOT_INPUT = ("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors "
+                   "that have been mutated should be passed to ctx.mark_dirty().")
+DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned "
+                      "as output. The inputs that are modified inplace must all be outputs of the "
+                      "Function.")
 
 
 class FunctionCtx:
@@ -174,12 +182,23 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD.")
 
+    @staticmethod
+    def jvp(ctx: Any, *grad_inputs: Any) -> Any:
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
     @classmethod
-    def apply(cls, *args: Any) -> Any:
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run ``forward`` on ``args`` and record its node when grad mode is on and a tensor
         argument requires grad."""
         from refimpl.ops.table import edge
 
+        separate = cls.setup_context is not Function.setup_context
+        if separate:
+            # setup_context sees every argument forward has, defaults filled in, as PyTorch
+            # binds them before the call.
+            args = _bound(cls.forward, args, kwargs)
+            kwargs = {}
         ctx = cls._backward_cls()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx._tensor_args = tuple(isinstance(a, Tensor) for a in args)
@@ -187,14 +206,45 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
         # The edges the inputs have before the forward (which may modify them in place).
         edges = tuple(edge(a) for a in args if isinstance(a, Tensor)) if recording else ()
         with grad_mode.no_grad():
-            if cls.setup_context is not Function.setup_context:
+            if separate:
                 output = cls.forward(*args)
                 cls.setup_context(ctx, args, output)
             else:
-                output = cls.forward(ctx, *args)
+                output = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(output, tuple)
         outputs = _wrap_outputs(ctx, args, (output,) if single else output, edges, recording)
+        _forward_tangents(cls, ctx, args, outputs)
         return outputs[0] if single else outputs
+
+
+def _bound(forward: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``args`` and ``kwargs`` as the positional arguments of ``forward``, defaults included."""
+    try:
+        signature = inspect.signature(forward)
+    except (TypeError, ValueError):
+        return args
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.args
+
+
+def _forward_tangents(cls: type, ctx: Any, args: Sequence[Any],
+                      outputs: tuple[Any, ...]) -> None:
+    """Inside a forward AD level, the outputs' tangents from the Function's ``jvp``, given
+    one tangent per argument (None where it has none)."""
+    from refimpl.autograd import forward_ad
+
+    if not forward_ad.is_active():
+        return
+    tangents = [getattr(a, "_fw_grad", None) if isinstance(a, Tensor) else None for a in args]
+    if all(t is None for t in tangents):
+        return
+    result = cls.jvp(ctx, *tangents)
+    results = result if isinstance(result, tuple) else (result,)
+    for out, tangent in zip(outputs, results):
+        if isinstance(out, Tensor) and isinstance(tangent, Tensor):
+            forward_ad.set_tangent(out, tangent)
 
 
 def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[Any, ...],
@@ -204,6 +254,10 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
     itself), then save what ``save_for_backward`` named."""
     dirty = node.dirty_tensors
     non_differentiable = node.non_differentiable
+    if recording and any(not any(d is a for a in args) for d in dirty):
+        warnings.warn(DIRTY_NOT_INPUT, UserWarning, stacklevel=4)
+    if any(not any(d is o for o in outputs) for d in dirty):
+        raise RuntimeError(DIRTY_NOT_RETURNED)
     wrapped: list[Any] = []
     metas: list[Any] = []
     for nr, out in enumerate(outputs):
@@ -215,6 +269,9 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
         if any(out is d for d in dirty):
             if recording and out._grad_fn is None and out._requires_grad:
                 raise RuntimeError(LEAF_IN_PLACE)
+            if recording and out._base is not None and out._base._grad_fn is None and \
+                    out._base._requires_grad:
+                raise RuntimeError(LEAF_VIEW_IN_PLACE)
             out._bump_version()
         elif any(out is a for a in args):
             with grad_mode.no_grad():

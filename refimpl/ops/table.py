@@ -629,11 +629,26 @@ class WrappedNumber(Tensor):
     __slots__ = ()
 
 
+PACK_HOOK_IN_PLACE = (
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook cannot be modified by in-place operations as this can lead to unexpected "
+    "side-effects. Please open an issue if you need to perform in-place operations on the "
+    "input to a pack hook.")
+
+
 def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
     """Replace what ``node`` saved by what the innermost ``saved_tensors_hooks`` pack hook
     makes of each tensor (``outputs[k]`` for the node's output ``k``), in saving order. Pack
     hooks run with grad mode off."""
-    pack, unpack = SAVED_TENSORS_HOOKS.stack[-1]
+    hook, unpack = SAVED_TENSORS_HOOKS.stack[-1]
+
+    def pack(tensor: Tensor) -> Any:
+        before = tensor._version
+        result = hook(tensor)
+        if tensor._version != before:
+            raise RuntimeError(PACK_HOOK_IN_PLACE)
+        return result
+
     packed = list(node._saved)
     row = type(node)._row
     # PyTorch saves an op's inputs in sorted name order, then its result (a row's unpack
