@@ -14,7 +14,9 @@ rather than JAX's). So the namespace gives only what JAX has in PyTorch's terms,
 | `torch.zeros/ones/full/arange`, `*_like` | the `jnp` function of the same name |
 | `torch.rand/randn/..._like` | values drawn from the runner's generator |
 | `torch.exp/log/.../matmul/cat/stack/where/...` | `jnp`, `jax.nn` for activations |
-| `torch.autograd.functional.vjp/jvp/jacobian/hessian/hvp/vhp` | `jax.vjp`, `jax.jvp`, `jax.jacrev` (`jax.jacfwd` for `strategy="forward-mode"`), `jax.hessian`, `jax.jvp` of `jax.grad`, `jax.vjp` of `jax.grad` |
+| `torch.autograd.functional.vjp/jvp` | `jax.vjp`, `jax.jvp` |
+| `torch.autograd.functional.jacobian` | `jax.jacrev` (`jax.jacfwd` for forward mode) |
+| `torch.autograd.functional.hessian/hvp/vhp` | `jax.hessian`; `jax.jvp`/`jax.vjp` of `jax.grad` |
 | `requires_grad=True` and everything else of autograd | absent: the case fails at that call |
 
 64-bit types are switched on (`jax_enable_x64`), else JAX silently stores float64 as float32.
@@ -24,9 +26,10 @@ identity, and `functional_api`, the one part of PyTorch's autograd that is JAX's
 inputs becomes separate arguments and `argnums`, a single input or output unpacks as PyTorch's
 does, and a function returning one element is squeezed before `jax.hessian`. JAX has no strict
 mode: `strict=True` is refused by the adapter (so never counts as the engine's refusal).
-`create_graph` needs nothing: JAX's results can always be differentiated again. Without `autograd_state` every case that asks a tensor for requires_grad, .grad or
-backward() is unsupported, as are modules, devices, grad mode, hooks and the graph. Messages
-are compared by type only.
+`create_graph` needs nothing: JAX's results can always be differentiated again. Without
+`autograd_state` every case that asks a tensor for requires_grad, .grad or backward() is
+unsupported, as are modules, devices, grad mode, hooks and the graph. Messages are compared by
+type only.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from refimpl.autograd.grad_mode import (
     set_grad_enabled,
 )
 
-__all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
-           "Function", "function", "Variable"]
+__all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled", "inference_mode", "detect_anomaly",
+           "set_detect_anomaly", "Function", "function", "Variable"]
 
 
 class _VariableMeta(type):

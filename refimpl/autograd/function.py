@@ -242,7 +242,8 @@ def _forward_tangents(cls: type, ctx: Any, args: Sequence[Any],
         return
     result = cls.jvp(ctx, *tangents)
     results = result if isinstance(result, tuple) else (result,)
-    for out, tangent in zip(outputs, results):
+    # A jvp returning fewer tangents than outputs leaves the rest without one.
+    for out, tangent in zip(outputs, results, strict=False):
         if isinstance(out, Tensor) and isinstance(tangent, Tensor):
             forward_ad.set_tangent(out, tangent)
 

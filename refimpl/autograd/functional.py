@@ -94,7 +94,7 @@ def _check_v(v: Tensors, refs: Tensors, refs_tuple: bool) -> None:
             raise RuntimeError(
                 f"v is a tuple of invalid length: should be {len(refs)} but got {len(v)}.")
         raise RuntimeError("The given v should contain a single Tensor.")
-    for i, (given, ref) in enumerate(zip(v, refs)):
+    for i, (given, ref) in enumerate(zip(v, refs, strict=True)):
         if given.size() != ref.size():
             prefix = f"Entry {i} in " if refs_tuple else ""
             raise RuntimeError(f"{prefix}v has invalid size: should be {ref.size()} but got "
@@ -292,7 +292,7 @@ def _reverse_rows(i: int, out: Tensor, ins: Tensors, strict: bool,
     flat = out.reshape(-1)
     for k in range(out.nelement()):
         grads = _grad((flat[k],), ins, retain_graph=True, create_graph=create_graph)
-        for j, (g, inp) in enumerate(zip(grads, ins)):
+        for j, (g, inp) in enumerate(zip(grads, ins, strict=True)):
             if g is None:
                 if strict:
                     raise RuntimeError(f"Output {i} of the user-provided function is "
@@ -307,7 +307,7 @@ def _reverse_rows(i: int, out: Tensor, ins: Tensors, strict: bool,
     from refimpl.ops.functional import stack
 
     return tuple(stack(r, 0).view(tuple(out.shape) + tuple(inp.shape))
-                 for r, inp in zip(rows, ins))
+                 for r, inp in zip(rows, ins, strict=True))
 
 
 def _forward_jacobian(func: Callable[..., Any], inputs: Any, strict: bool,
@@ -330,7 +330,7 @@ def _forward_jacobian(func: Callable[..., Any], inputs: Any, strict: bool,
         if j is not None:
             tangents[j].view(-1)[k] = 1
         with forward_ad.dual_level():
-            duals = tuple(forward_ad.make_dual(t, d) for t, d in zip(ins, tangents))
+            duals = tuple(forward_ad.make_dual(t, d) for t, d in zip(ins, tangents, strict=True))
             # PyTorch checks these outputs without naming the function ("given to None").
             outputs_tuple, outs = _tensors(func(*duals), "outputs", "None")
             unpacked = [forward_ad.unpack_dual(o) for o in outs]
@@ -350,7 +350,7 @@ def _forward_jacobian(func: Callable[..., Any], inputs: Any, strict: bool,
             continue
         stacked = stack([c[i] for c in columns], out.dim())
         blocks.append([part.reshape(shape + tuple(t.shape))
-                       for part, t in zip(split(stacked, sizes, dim=out.dim()), ins)])
+                       for part, t in zip(split(stacked, sizes, dim=out.dim()), ins, strict=True)])
     # Lists, not tuples, where PyTorch's forward mode returns them.
     return _unpack(blocks, (outputs_tuple, inputs_tuple))
 
