@@ -119,10 +119,10 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
             "Trying to set a forward gradient that has a different size than that of the "
             f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
             f"while the given forward gradient is of size {list(tangent.shape)}.")
-    if getattr(tensor, "_fw_grad", None) is not None:
+    if tensor._fw_grad is not None:
         raise RuntimeError("Making a dual Tensor based on a Tensor that already has a forward "
                            f"gradient at the same level {level} is not supported.")
-    if getattr(tangent, "_fw_grad", None) is not None:
+    if tangent._fw_grad is not None:
         # PyTorch's text, without a space before the level.
         raise RuntimeError("Setting a forward grad that itself has a forward gradient at the "
                            f"same level{level} is not supported.")

@@ -237,7 +237,7 @@ def _forward_tangents(cls: type, ctx: Any, args: Sequence[Any],
 
     if not forward_ad.is_active():
         return
-    tangents = [getattr(a, "_fw_grad", None) if isinstance(a, Tensor) else None for a in args]
+    tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in tangents):
         return
     result = cls.jvp(ctx, *tangents)

@@ -139,18 +139,12 @@ def _require_grad(tensors: Sequence[Tensor | None], kind: str, strict: bool) -> 
             raise RuntimeError(
                 f"The gradient with respect to input {i} is independent of the inputs of the "
                 "user-provided function. This is not allowed in strict mode.")
-        if kind == "jacobian":
-            raise RuntimeError(
-                "While computing the hessian, found that the jacobian of the user-provided "
-                f"function with respect to input {i} is independent of the input. This is not "
-                "allowed in strict mode. You should ensure that your function is twice "
-                "differentiable and that the jacobian depends on the inputs (this would be "
-                "violated by a linear function for example).")
         raise RuntimeError(
-            f"The hessian of the user-provided function with respect to input {i} is "
-            "independent of the input. This is not allowed in strict mode. You should ensure "
-            "that your function is thrice differentiable and that the hessian depends on the "
-            "inputs.")
+            "While computing the hessian, found that the jacobian of the user-provided "
+            f"function with respect to input {i} is independent of the input. This is not "
+            "allowed in strict mode. You should ensure that your function is twice "
+            "differentiable and that the jacobian depends on the inputs (this would be "
+            "violated by a linear function for example).")
 
 
 _MISSING = {
@@ -165,23 +159,28 @@ _MISSING = {
                          "{i} in the grad_jacobian. This is not allowed in strict mode as it "
                          "prevents from using the double backward trick to replace forward "
                          "mode AD.",
+    "row": "Output {output} of the user-provided function is independent of input {i}. This "
+           "is not allowed in strict mode.",
 }
 
 
 def _zeros_for_missing(grads: Sequence[Tensor | None], refs: Tensors, strict: bool,
-                       create_graph: bool, stage: str) -> Tensors:
+                       create_graph: bool, stage: str, output: int | None = None) -> Tensors:
     """Zeros (shaped like ``refs``) where no gradient flowed; in strict mode an error, and
-    with ``create_graph`` also for a gradient that is a constant."""
+    with ``create_graph`` also for a gradient that is a constant. ``output`` is the output a
+    Jacobian row belongs to (stage ``row``)."""
     out = []
     for i, g in enumerate(grads):
         if g is None:
             if strict:
-                raise RuntimeError(_MISSING[stage].format(i=i))
+                raise RuntimeError(_MISSING[stage].format(i=i, output=output))
             g = _creation.zeros_like(refs[i])
         elif strict and create_graph and not g.requires_grad:
             what = "hessian" if stage.startswith("double") else "jacobian"
+            # PyTorch names the output, not the input, for a constant Jacobian row.
+            n = output if output is not None else i
             raise RuntimeError(f"The {what} of the user-provided function is independent of "
-                               f"input {i}. This is not allowed in strict mode when "
+                               f"input {n}. This is not allowed in strict mode when "
                                "create_graph=True.")
         out.append(g)
     return tuple(out)
@@ -206,10 +205,15 @@ def _grad(outputs: Sequence[Tensor | None], inputs: Tensors,
                          allow_unused=True)
 
 
-def _grad_enabled_for(create_graph: bool) -> grad_mode.set_grad_enabled:
-    # The backward that gives the result records a graph only where the caller wants one:
-    # with create_graph, or under the caller's own grad mode.
-    return grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled())
+def _product(outputs: Sequence[Tensor | None], wrt: Tensors, vs: Tensors | None,
+             refs: Tensors, strict: bool, create_graph: bool, stage: str) -> Tensors:
+    """The last backward of vjp, jvp, vhp and hvp: ``outputs`` differentiated with respect
+    to ``wrt`` with ``vs`` as cotangents, zeros (shaped like ``refs``) where nothing flowed.
+    It records a graph only where the caller wants one: with create_graph, or under the
+    caller's own grad mode."""
+    with grad_mode.set_grad_enabled(create_graph or grad_mode.is_grad_enabled()):
+        return _zeros_for_missing(_grad(outputs, wrt, vs, create_graph=create_graph), refs,
+                                  strict, create_graph, stage)
 
 
 def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False,
@@ -223,9 +227,7 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         vs = _vector(v, outs, outputs_tuple, "vjp", create_graph,
                      "The vector v can only be None if the user-provided function returns a "
                      "single Tensor with a single element.")
-    with _grad_enabled_for(create_graph):
-        result = _zeros_for_missing(_grad(outs, ins, vs, create_graph=create_graph), ins,
-                                    strict, create_graph, "back")
+    result = _product(outs, ins, vs, ins, strict, create_graph, "back")
     return (_unpack(_detached(outs, create_graph), outputs_tuple),
             _unpack(_detached(result, create_graph), inputs_tuple))
 
@@ -244,9 +246,7 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         dummies = tuple(_creation.zeros_like(o, requires_grad=True) for o in outs)
         grad_inputs = _grad(outs, ins, dummies, create_graph=True)
         _require_grad(grad_inputs, "grad_inputs", strict)
-    with _grad_enabled_for(create_graph):
-        result = _zeros_for_missing(_grad(grad_inputs, dummies, vs, create_graph=create_graph),
-                                    outs, strict, create_graph, "back_trick")
+    result = _product(grad_inputs, dummies, vs, outs, strict, create_graph, "back_trick")
     return (_unpack(_detached(outs, create_graph), outputs_tuple),
             _unpack(_detached(result, create_graph), outputs_tuple))
 
@@ -292,17 +292,8 @@ def _reverse_rows(i: int, out: Tensor, ins: Tensors, strict: bool,
     flat = out.reshape(-1)
     for k in range(out.nelement()):
         grads = _grad((flat[k],), ins, retain_graph=True, create_graph=create_graph)
-        for j, (g, inp) in enumerate(zip(grads, ins, strict=True)):
-            if g is None:
-                if strict:
-                    raise RuntimeError(f"Output {i} of the user-provided function is "
-                                       f"independent of input {j}. This is not allowed in "
-                                       "strict mode.")
-                g = _creation.zeros_like(inp)
-            elif strict and create_graph and not g.requires_grad:
-                raise RuntimeError(f"The jacobian of the user-provided function is "
-                                   f"independent of input {i}. This is not allowed in strict "
-                                   "mode when create_graph=True.")
+        for j, g in enumerate(_zeros_for_missing(grads, ins, strict, create_graph, "row",
+                                                 output=i)):
             rows[j].append(g)
     from refimpl.ops.functional import stack
 
@@ -414,9 +405,7 @@ def vhp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     with grad_mode.enable_grad():
         inputs_tuple, ins, vs, out, jac = _scalar_function(func, inputs, v, create_graph,
                                                            strict, "vhp")
-    with _grad_enabled_for(create_graph):
-        result = _zeros_for_missing(_grad(jac, ins, vs, create_graph=create_graph), ins,
-                                    strict, create_graph, "double_back")
+    result = _product(jac, ins, vs, ins, strict, create_graph, "double_back")
     return _detached(out, create_graph), _unpack(_detached(result, create_graph), inputs_tuple)
 
 
@@ -429,9 +418,6 @@ def hvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
                                                            strict, "hvp")
         dummies = tuple(_creation.zeros_like(t, requires_grad=True) for t in ins)
         double_back = _grad(jac, ins, dummies, create_graph=True)
-        # PyTorch checks the gradient again here, not its derivative, so this never fires.
-        _require_grad(jac, "hessian", strict)
-    with _grad_enabled_for(create_graph):
-        result = _zeros_for_missing(_grad(double_back, dummies, vs, create_graph=create_graph),
-                                    ins, strict, create_graph, "double_back_trick")
+    result = _product(double_back, dummies, vs, ins, strict, create_graph,
+                      "double_back_trick")
     return _detached(out, create_graph), _unpack(_detached(result, create_graph), inputs_tuple)
