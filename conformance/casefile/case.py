@@ -154,6 +154,12 @@ class Case:
         return case
 
 
+def cites_missing_case(case_id: str, known: set[str], topics: set[str]) -> bool:
+    """Whether a cited case id names no loaded case where it should: a case of a topic whose
+    file was not loaded (a run of one file) cannot be checked and is left alone."""
+    return case_id not in known and case_id.split(".", 1)[0] in topics
+
+
 def line_of(node: Any, key: Any = None) -> int | None:
     """The file line of a loaded mapping (or of one of its keys), None for plain dicts."""
     if key is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.casefile.case import ID_PATTERN
+from conformance.casefile.case import ID_PATTERN, cites_missing_case
 from conformance.casefile.case import line_or_first as _line
 from conformance.casefile.files import read_yaml
 from conformance.casefile.loader import Problem
@@ -120,8 +120,7 @@ def load_comparisons(path: Path, case_ids: Iterable[str] | None = None
                     cited = []
                 for case_id in cited:
                     if not ID_PATTERN.match(case_id) or (
-                            known is not None and case_id not in known
-                            and case_id.split(".", 1)[0] in topics):
+                            known is not None and cites_missing_case(case_id, known, topics)):
                         problems.append((_line(cell, "cases"), f"{where} row {aspect!r}: "
                                                                f"{case_id!r} is not a case"))
                 parsed.append(Cell(text, tuple(cited)))

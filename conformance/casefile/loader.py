@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from conformance.casefile.case import Case, CaseFormatError, line_of
+from conformance.casefile.case import Case, CaseFormatError, cites_missing_case, line_of
 from conformance.casefile.features import undeclared
 from conformance.casefile.files import (
     DEFAULT_SPEC_DIR,
@@ -210,7 +210,7 @@ def _reference_problems(cases: list[Case], topics: set[str]) -> list[Problem]:
         if case.fix is not None:
             refs += [("fix", ref, case.fix.line) for ref in case.fix.cases]
         for key, ref, line in refs:
-            if ref not in known and ref.split(".", 1)[0] in topics:
+            if cites_missing_case(ref, known, topics):
                 problems.append(Problem(case.file or "?", line or case.line or 1,
                                         f"case {case.id}: {key} names {ref!r}, which is not a "
                                         f"case (check the id in {ref.split('.', 1)[0]}.yaml)"))
