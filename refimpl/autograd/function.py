@@ -48,6 +48,14 @@ LEAF_VIEW_IN_PLACE = ("a view of a leaf Variable that requires grad is being use
                       "operation.")
 DIRTY_NOT_INPUT = ("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors "
                    "that have been mutated should be passed to ctx.mark_dirty().")
+DIRTY_VIEW_MULTIPLE_OUTPUTS = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
+    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
+    "You should either make sure the input is not a view (using .clone() for example) or make "
+    "your Function only return one Tensor (potentially splitting it into two Functions: one "
+    "doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
+    "this change.")
 DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned "
                       "as output. The inputs that are modified inplace must all be outputs of the "
                       "Function.")
@@ -213,6 +221,9 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
                 output = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(output, tuple)
         outputs = _wrap_outputs(ctx, args, (output,) if single else output, edges, recording)
+        # As in PyTorch, ctx lets go of what forward named once the outputs are wrapped: the
+        # node keeps no reference to its own outputs (no cycle through a saved output).
+        ctx.to_save = ctx.dirty_tensors = ctx.non_differentiable = None
         _forward_tangents(cls, ctx, args, outputs)
         return outputs[0] if single else outputs
 
@@ -253,6 +264,7 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
     """PyTorch's ``_wrap_outputs``: make the tensor outputs outputs of ``node`` (an input
     marked dirty becomes one itself; an input returned unchanged is returned as a view of
     itself), then save what ``save_for_backward`` named."""
+    from refimpl.ops import inplace
     dirty = node.dirty_tensors
     non_differentiable = node.non_differentiable
     if recording and any(not any(d is a for a in args) for d in dirty):
@@ -261,27 +273,49 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
         raise RuntimeError(DIRTY_NOT_RETURNED)
     wrapped: list[Any] = []
     metas: list[Any] = []
+    rebase: list[Tensor] = []
     for nr, out in enumerate(outputs):
         if not isinstance(out, Tensor):
             wrapped.append(out)
             metas.append(None)
             continue
         metas.append((out._data.shape, out._data.dtype, out.dtype, out._device))
-        if any(out is d for d in dirty):
-            if recording and out._grad_fn is None and out._requires_grad:
+        is_input = any(out is a for a in args)
+        is_modified = any(out is d for d in dirty)
+        if is_modified:
+            out._bump_version()
+        if not (recording and out.dtype.kind in "fc"
+                and not any(out is n for n in non_differentiable)):
+            # PyTorch never changes an input's requires_grad here: an input that requires
+            # grad comes back as a detached alias, any other tensor output that requires grad
+            # (one forward did not compute) is detached, unless it is a view.
+            if not out._requires_grad:
+                if is_input and not is_modified:
+                    out = _view_as_self(out)
+            elif is_input:
+                out = out.detach()
+            elif out._base is None:
+                out.detach_()
+            wrapped.append(out)
+            continue
+        if is_modified:
+            if out._grad_fn is None and out._requires_grad:
                 raise RuntimeError(LEAF_IN_PLACE)
-            if recording and out._base is not None and out._base._grad_fn is None and \
+            if out._base is not None and out._base._grad_fn is None and \
                     out._base._requires_grad:
                 raise RuntimeError(LEAF_VIEW_IN_PLACE)
-            out._bump_version()
-        elif any(out is a for a in args):
-            with grad_mode.no_grad():
-                out = out.view_as(out)
-            out._no_grad_view = False
-        if recording and not any(out is n for n in non_differentiable):
-            out._grad_fn = node
-            out._output_nr = nr
-            out._requires_grad = True
+            if out._base is not None and len(outputs) > 1:
+                raise RuntimeError(DIRTY_VIEW_MULTIPLE_OUTPUTS)
+            # PyTorch transplants the modified tensor into the new graph: a gradient it
+            # retained belongs to the old one.
+            out._grad = None
+            if out._base is not None:
+                rebase.append(out)
+        elif is_input:
+            out = _view_as_self(out)
+        out._grad_fn = node
+        out._output_nr = nr
+        out._requires_grad = True
         wrapped.append(out)
     if recording:
         first = next((o for o in wrapped if isinstance(o, Tensor)), None)
@@ -290,7 +324,20 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
             node._outputs = len(wrapped)
             node._output_metas = metas
             node._saved = _save(node, wrapped)
+        for view in rebase:
+            # A view modified in place: as for an op written through a view, its base's
+            # grad_fn becomes CopySlices around this node and the view's AsStridedBackward0.
+            inplace.rebase_history(view, node)
     return tuple(wrapped)
+
+
+def _view_as_self(tensor: Tensor) -> Tensor:
+    """An input returned as it is comes back as a new view of itself (its own autograd
+    state), which an in-place op may change as any view."""
+    with grad_mode.no_grad():
+        view = tensor.view_as(tensor)
+    view._no_grad_view = False
+    return view
 
 
 def _save(node: BackwardCFunction, outputs: list[Any]) -> tuple[Any, ...]:

@@ -104,7 +104,9 @@ class CopySlices(Node):
         result = F.zeros(self._shape, dtype=grad.dtype, device=grad.device)
         copy_(result, grad)
         region = F.apply(D.AS_STRIDED, (result,), view_geometry(self._shape, self._steps))
-        grads = self.fn.apply(F.clone(region))
+        region_grad = F.clone(region)
+        # A custom Function's node (a view marked dirty) takes one gradient per output.
+        grads = self.fn.apply([region_grad] if self.fn._multi_output else region_grad)
         if not grads or grads[0] is None:
             # PyTorch skips an undefined gradient for the region: the base gets none.
             return [None, *grads[1:]]
@@ -246,17 +248,23 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
     holder = wrap(self._data, self._device)
-    fn = _new_node(row, old_self, others, params, holder, before)
-    steps = _replay_chain(self._view_fn)
+    rebase_history(self, _new_node(row, old_self, others, params, holder, before))
+    return self
+
+
+def rebase_history(view: Tensor, fn: Node) -> None:
+    """Make ``fn`` (whose first input is ``view``) the graph of ``view``'s region of its base:
+    the base's grad_fn becomes ``CopySlices`` (its old graph outside the region, ``fn``
+    inside) and the views are regenerated from it, as PyTorch's ``rebase_history``."""
+    base = view._base
     copy_slices = CopySlices()
     copy_slices.fn = fn
-    copy_slices._steps = steps
+    copy_slices._steps = _replay_chain(view._view_fn)
     init_node(copy_slices, (edge(base), *fn.next_functions[1:]), base._data)
     move_retain_grad(base, base._grad_fn, copy_slices)
     base._grad_fn = copy_slices
     base._requires_grad = True
-    _regenerate_views(base, self)
-    return self
+    _regenerate_views(base, view)
 
 
 def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:

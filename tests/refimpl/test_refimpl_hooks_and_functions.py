@@ -153,6 +153,28 @@ SCENARIOS = {
         "gc.collect()\n"
         "(x * 3).sum().backward()\n"
         "result = calls"),
+    # A Function that marks dirty and saves a view of its input forms no reference cycle: the
+    # output is freed as soon as the last name goes, without the cycle collector.
+    "dirty_saved_view_freed_without_gc": (
+        "import gc, weakref\n"
+        "class Double(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        x.mul_(2)\n"
+        "        ctx.mark_dirty(x)\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        return g * 2\n"
+        "gc.disable()\n"
+        "a = torch.ones(3, requires_grad=True)\n"
+        "y = Double.apply(a.clone()[:2])\n"
+        "alive = weakref.ref(y)\n"
+        "del y\n"
+        "result = alive() is None\n"
+        "gc.enable()"),
 }
 
 
