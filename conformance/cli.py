@@ -181,10 +181,11 @@ def _lint(args: argparse.Namespace) -> int:
     result.problems += table_problems
     for problem in result.problems:
         print(terminal_text(str(problem)))
-    quotes = "quotes checked against the texts" if args.sources else \
-        "quotes not checked against the texts (use --sources DIR)"
-    if args.docstrings:
-        quotes += " and PyTorch's docstrings"
+    texts = "checked against the texts" if args.sources else \
+        "not checked against the texts (use --sources DIR)"
+    docstrings = "checked against PyTorch's docstrings" if args.docstrings else \
+        "not checked against PyTorch's docstrings (use --docstrings)"
+    quotes = f"quotes {texts}, {docstrings}"
     checked = f"{len(result.cases)} cases"
     if inventory is not None:
         checked += f", {len(inventory.messages)} inventory messages"

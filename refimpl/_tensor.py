@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from refimpl import _backend, _dtype
@@ -104,6 +105,37 @@ def multi_output_view_message(view: Tensor, indirect: bool) -> str:
             "the inplace operation by an out-of-place one.")
 
 
+def custom_function_view_message(view: Tensor, indirect: bool) -> str:
+    """PyTorch's error for an in-place write involving a view a custom Function returned."""
+    from refimpl.autograd.graph import message_name
+
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    fn = view._grad_fn
+    if fn is None:
+        head = f"A view was created in no_grad mode and {modified} modified inplace with grad " \
+               "mode enabled."
+    else:
+        head = f"Output {view._output_nr} of {message_name(fn)} is a view and {modified} " \
+               "modified inplace."
+    return (f"{head} This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override the "
+            "custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+            "the custom Function.")
+
+
+def view_write_refusal(view: Tensor) -> Callable[[Tensor, bool], str] | None:
+    """The message function of PyTorch's refusal to rewire ``view`` after an in-place write
+    (by how the view was created), or None where the write is allowed."""
+    if view._no_grad_view:
+        return no_grad_view_message
+    if view._multi_output:
+        return multi_output_view_message
+    if view._custom_view:
+        return custom_function_view_message
+    return None
+
+
 class Size(tuple):
     """``torch.Size``: a tuple of ints that prints as ``torch.Size([2, 3])``."""
 
@@ -125,6 +157,10 @@ class Tensor:
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
                  "_no_grad_view", "_multi_output", "_attr_version", "_output_nr",
+                 # PyTorch's CreationMeta::IN_CUSTOM_FUNCTION: a view a custom Function
+                 # returned (or an input it returned as it is), which no in-place op may
+                 # rewire (see refimpl.autograd.function._wrap_outputs).
+                 "_custom_view",
                  # A view's own requires_grad flag (set by requires_grad_() on it), which
                  # PyTorch keeps apart from its base's: it gives a view without a grad_fn a
                  # gradient accumulator of its own.
@@ -244,10 +280,9 @@ class Tensor:
             return
         if self._grad_fn is None and not self._base._requires_grad:
             return
-        if self._no_grad_view:
-            raise RuntimeError(no_grad_view_message(self, indirect=True))
-        if self._multi_output:
-            raise RuntimeError(multi_output_view_message(self, indirect=True))
+        refusal = view_write_refusal(self)
+        if refusal is not None:
+            raise RuntimeError(refusal(self, indirect=True))
         from refimpl.ops.inplace import regenerate_view
 
         regenerate_view(self._base, self)
@@ -733,6 +768,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._hooks = None
     t._no_grad_view = False
     t._multi_output = False
+    t._custom_view = False
     t._view_requires_grad = False
     t._attr_version = 0
     t._output_nr = 0

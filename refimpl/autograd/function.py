@@ -296,6 +296,7 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
                 out = out.detach()
             elif out._base is None:
                 out.detach_()
+            _mark_custom_view(out, is_input and is_modified)
             wrapped.append(out)
             continue
         if is_modified:
@@ -316,6 +317,10 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
         out._grad_fn = node
         out._output_nr = nr
         out._requires_grad = True
+        if out._base is not None:
+            # The node is the view's grad_fn as of now, however often forward wrote it.
+            out._attr_version = out._vc[0]
+        _mark_custom_view(out, is_input and is_modified)
         wrapped.append(out)
     if recording:
         first = next((o for o in wrapped if isinstance(o, Tensor)), None)
@@ -331,13 +336,21 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
     return tuple(wrapped)
 
 
+def _mark_custom_view(out: Tensor, dirty_input: bool) -> None:
+    """A view the Function returns (not an input it marked dirty) may not be rewired by an
+    in-place op later: the op's graph would replace the custom backward. PyTorch marks it so
+    whatever mode created it."""
+    if out._base is not None and not dirty_input:
+        out._no_grad_view = False
+        out._multi_output = False
+        out._custom_view = True
+
+
 def _view_as_self(tensor: Tensor) -> Tensor:
     """An input returned as it is comes back as a new view of itself (its own autograd
     state), which an in-place op may change as any view."""
     with grad_mode.no_grad():
-        view = tensor.view_as(tensor)
-    view._no_grad_view = False
-    return view
+        return tensor.view_as(tensor)
 
 
 def _save(node: BackwardCFunction, outputs: list[Any]) -> tuple[Any, ...]:

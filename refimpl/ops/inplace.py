@@ -24,8 +24,7 @@ from refimpl._tensor import (
     _copy,
     check_no_internal_overlap,
     move_retain_grad,
-    multi_output_view_message,
-    no_grad_view_message,
+    view_write_refusal,
     wrap,
 )
 from refimpl.autograd import forward_ad, grad_mode
@@ -155,10 +154,10 @@ def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = Tru
     ``Tensor._bump_version``), even on a leaf that requires grad."""
     if grad_mode.recording() and (normal_operand or not self._inference
                                   or any(not o._inference for o in others)):
-        if (self._no_grad_view or self._multi_output) and (
-                self._requires_grad or any(o._requires_grad for o in others)):
-            message = no_grad_view_message if self._no_grad_view else multi_output_view_message
-            raise RuntimeError(message(self, indirect=False))
+        refusal = view_write_refusal(self)
+        if refusal is not None and (self._requires_grad
+                                    or any(o._requires_grad for o in others)):
+            raise RuntimeError(refusal(self, indirect=False))
         if self._base is not None:
             self._sync_view()
         _check_leaf(self)
@@ -279,7 +278,7 @@ def _regenerate_views(base: Tensor, written: Tensor | None = None) -> None:
         view._requires_grad = True
     if written is not None:
         written._requires_grad = True
-        if not (written._no_grad_view or written._multi_output):
+        if view_write_refusal(written) is None:
             regenerate_view(base, written)
 
 

@@ -433,6 +433,8 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
         elif row.multi_output or base._multi_output:
             # CreationMeta::MULTI_OUTPUT_NODE, also inherited by views of such a view.
             result._multi_output = True
+        elif base._custom_view:
+            result._custom_view = True
         if root._grad_fn is not None or not root._requires_grad or result._no_grad_view:
             # Only these bases can be written in place with grad recording (a leaf that
             # requires grad refuses), which rewires the graph of every view of them; a view
