@@ -295,18 +295,27 @@ def regenerate_view(base: Tensor, view: Tensor) -> None:
 
 
 def _set_inplace_tangent(self: Tensor, tangent: Tensor, xp: Any) -> None:
-    # Writing through a view writes the base's tangent too; the view's tangent is its region.
+    """Give ``self`` its tangent after an in-place op, as PyTorch does: a tangent it has is
+    written in place (the tensor given to make_dual, and the tangents of views that alias it,
+    see the change); through a view without one, the base's tangent (zeros if it had none)
+    gets the region, and the view's tangent is that region."""
+    old = self._fw_grad
+    if old is not None and getattr(old._data.flags, "writeable", True):
+        old._data[...] = tangent._data
+        return
     base = self._base
-    if base is None:
+    steps = _replay_chain(self._view_fn)
+    if base is None or any(row is D.MAKE_DUAL or row is D.FW_PRIMAL for row, _ in steps):
+        # make_dual's result and unpack_dual's primal are views only for backward: forward
+        # AD does not tie their tangents to their base's.
         forward_ad.set_tangent(self, tangent)
         return
-    old = base._fw_grad
-    whole = F.zeros(base.shape, dtype=tangent.dtype, device=base._device) if old is None else \
-        wrap(old._data.copy(), base._device)
-    steps = _replay_chain(self._view_fn)
-    replay_on_array(xp, whole._data, steps)[...] = tangent._data
-    forward_ad.set_tangent(base, whole)
-    forward_ad.set_tangent(self, wrap(replay_on_array(xp, whole._data, steps), self._device))
+    if base._fw_grad is None:
+        forward_ad.set_tangent(base, F.zeros(base.shape, dtype=tangent.dtype,
+                                             device=base._device))
+    region = replay_on_array(xp, base._fw_grad._data, steps)
+    region[...] = tangent._data
+    forward_ad.set_tangent(self, wrap(region, self._device))
 
 
 def _castable(result: _dtype.dtype, target: _dtype.dtype) -> None:

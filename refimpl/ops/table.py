@@ -458,10 +458,25 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
     fw = forward_ad._state
     # inline forward_ad.is_active() (this path is hot); inference mode disables forward AD.
     if fw.level >= 0 and not fw.busy and not mode.inference:
-        forward_ad.set_tangent(result, forward_ad.jvp(row, tensors, params, result, extras))
+        if row.is_view and not row.multi_output and row.name not in FORWARD_AD_ROOTS:
+            # A view's tangent is the same view of its input's tangent (they share memory,
+            # so an in-place op on either shows in both), as in PyTorch.
+            tangent = tensors[0]._fw_grad
+            if tangent is not None:
+                xp = backend.xp
+                view = row.forward(xp, tangent._data, **params) if params else \
+                    row.forward(xp, tangent._data)
+                forward_ad.set_tangent(result, wrap(view, dev))
+        else:
+            forward_ad.set_tangent(result, forward_ad.jvp(row, tensors, params, result, extras))
     if extras is not None:
         return (result, *[wrap(e, dev) for e in extras])
     return result
+
+
+# The views whose results start a forward AD chain of their own (make_dual's result, unpack_dual's
+# primal): their tangent is not their input's.
+FORWARD_AD_ROOTS = frozenset({"_make_dual", "_fw_primal"})
 
 
 def _lay_out(xp: Any, out: Any, inputs: Sequence[Any] | None) -> Any:
