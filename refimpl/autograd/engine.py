@@ -18,7 +18,7 @@ from typing import Any
 
 from refimpl._tensor import Tensor
 from refimpl.autograd import anomaly_mode, grad_mode
-from refimpl.autograd.graph import AccumulateGrad, Node
+from refimpl.autograd.graph import SAVED_TENSORS_HOOKS, AccumulateGrad, Node
 
 
 def _validate(grad: Tensor, node: Node, nr: int, producer: Node | None, index: int) -> Tensor:
@@ -184,6 +184,10 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
     captured: dict[Edge, Tensor] = {}
     prev_mode = grad_mode._state.enabled
     grad_mode._state.enabled = create_graph
+    # PyTorch runs every node in the thread-local state captured when backward began: a
+    # saved-tensors-hooks context a hook enters (or leaves) ends with its node.
+    tls = SAVED_TENSORS_HOOKS
+    saved_hooks = (list(tls.stack), tls.disabled)
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
@@ -198,6 +202,8 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
             if last[r] == i and deps.get(r, 0) == 0:
                 ready.push(r)
         while ready:
+            if tls.stack != saved_hooks[0] or tls.disabled != saved_hooks[1]:
+                tls.stack[:], tls.disabled = saved_hooks
             node = ready.pop()
             grad = buffers.pop(node, None)
             if plain and grad is not None and node._pre_hooks is None and \
@@ -303,6 +309,7 @@ def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_
             grads = g = old = grad = data = None
     finally:
         grad_mode._state.enabled = prev_mode
+        tls.stack[:], tls.disabled = saved_hooks
     return captured
 
 

@@ -10,10 +10,12 @@ tensors: a chain of a million ops keeps only small node objects alive.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from refimpl.autograd import anomaly_mode
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
 __all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
-           "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved"]
+           "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved",
+           "disable_saved_tensors_hooks"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -237,6 +240,8 @@ class _SavedTensorsHooksState(threading.local):
 
     def __init__(self) -> None:
         self.stack: list[tuple[Any, Any]] = []
+        # The message of the innermost disable_saved_tensors_hooks context, None outside one.
+        self.disabled: str | None = None
 
 
 SAVED_TENSORS_HOOKS = _SavedTensorsHooksState()
@@ -255,10 +260,27 @@ class saved_tensors_hooks:  # noqa: N801 - PyTorch's name
         self.unpack_hook = unpack_hook
 
     def __enter__(self) -> None:
+        if SAVED_TENSORS_HOOKS.disabled is not None:
+            raise RuntimeError(SAVED_TENSORS_HOOKS.disabled)
         SAVED_TENSORS_HOOKS.stack.append((self.pack_hook, self.unpack_hook))
 
     def __exit__(self, *exc: object) -> None:
         SAVED_TENSORS_HOOKS.stack.pop()
+
+
+@contextlib.contextmanager
+def disable_saved_tensors_hooks(error_message: str) -> Iterator[None]:
+    """Within this context, entering ``saved_tensors_hooks`` raises RuntimeError with
+    ``error_message``; refused (with that message) while such hooks are active."""
+    state = SAVED_TENSORS_HOOKS
+    previous = state.disabled
+    try:
+        if state.stack:
+            raise RuntimeError(error_message)
+        state.disabled = error_message
+        yield
+    finally:
+        state.disabled = previous
 
 
 class save_on_cpu(saved_tensors_hooks):  # noqa: N801 - PyTorch's name

@@ -175,6 +175,41 @@ SCENARIOS = {
         "del y\n"
         "result = alive() is None\n"
         "gc.enable()"),
+    # Each node runs in the thread-local state of the backward call: a saved-tensors-hooks
+    # context an unpack hook enters, or a disable_saved_tensors_hooks a tensor hook enters,
+    # ends with that node.
+    "hooks_entered_by_a_hook_end_with_its_node": (
+        "calls = []\n"
+        "inner = torch.autograd.graph.saved_tensors_hooks(\n"
+        "    lambda t: calls.append('inner') or t, lambda t: t)\n"
+        "def unpack(t):\n"
+        "    inner.__enter__()\n"
+        "    return t\n"
+        "a = torch.ones(2, requires_grad=True)\n"
+        "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):\n"
+        "    y = a.exp()\n"
+        "(y * a).sum().backward()\n"
+        "torch.ones(2, requires_grad=True).exp()\n"
+        "def hook(g):\n"
+        "    torch.autograd.graph.disable_saved_tensors_hooks('off').__enter__()\n"
+        "    return g\n"
+        "z = a * 2\n"
+        "z.register_hook(hook)\n"
+        "z.sum().backward()\n"
+        "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+        "    pass\n"
+        "result = (calls, a.grad)"),
+    # Tensor attributes are C getters and setters in PyTorch: deleting one calls its setter.
+    "deleting_tensor_attributes": (
+        "x = torch.ones(2, requires_grad=True) * 2\n"
+        "seen = []\n"
+        "for name in ('_grad_fn', 'grad_fn', 'is_leaf', '_version', 'data', 'requires_grad'):\n"
+        "    try:\n"
+        "        delattr(x, name)\n"
+        "        seen.append((name, 'deleted'))\n"
+        "    except (RuntimeError, AttributeError) as e:\n"
+        "        seen.append((name, type(e).__name__, str(e)))\n"
+        "result = (seen, x.grad_fn.name())"),
 }
 
 
