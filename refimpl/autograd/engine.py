@@ -13,7 +13,9 @@ place broadcasting is undone. Saved tensors are released as each node finishes u
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from refimpl._tensor import Tensor
@@ -164,9 +166,65 @@ def _add(buffers: dict[Node, Any], edge: Edge, g: Tensor) -> Tensor:
     return g
 
 
+# PyTorch's engine runs a backward started inside another one's node (a reentrant backward) in
+# the same thread up to this depth, then on a new thread: each thread has a stack of its own,
+# so deeply nested backward calls do not exhaust one.
+MAX_REENTRANT_DEPTH = 60
+
+
+class _Depth(threading.local):
+    value = 0
+
+
+_depth = _Depth()
+
+
 def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_graph: bool,
                  create_graph: bool, capture: Sequence[Edge] | None = None,
                  accumulate: bool = True) -> dict[Edge, Tensor]:
+    """Run a backward pass (see :func:`_run_backward`), on a new thread when this thread is
+    already ``MAX_REENTRANT_DEPTH`` backward calls deep."""
+    depth = _depth.value
+    if depth >= MAX_REENTRANT_DEPTH:
+        return _on_new_thread(functools.partial(
+            run_backward, roots, root_grads, retain_graph=retain_graph,
+            create_graph=create_graph, capture=capture, accumulate=accumulate))
+    _depth.value = depth + 1
+    try:
+        return _run_backward(roots, root_grads, retain_graph=retain_graph,
+                             create_graph=create_graph, capture=capture, accumulate=accumulate)
+    finally:
+        _depth.value = depth
+
+
+def _on_new_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` on a new thread that starts with this thread's autograd state (grad and
+    inference mode, saved-tensors hooks), as PyTorch's ThreadLocalState; its exception is
+    raised here."""
+    state = (grad_mode._state.enabled, grad_mode._state.inference,
+             list(SAVED_TENSORS_HOOKS.stack), SAVED_TENSORS_HOOKS.disabled)
+    outcome: list[Any] = []
+
+    def target() -> None:
+        (grad_mode._state.enabled, grad_mode._state.inference,
+         SAVED_TENSORS_HOOKS.stack, SAVED_TENSORS_HOOKS.disabled) = state
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=target, name="refimpl-reentrant-backward")
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_graph: bool,
+                  create_graph: bool, capture: Sequence[Edge] | None = None,
+                  accumulate: bool = True) -> dict[Edge, Tensor]:
     """Propagate ``root_grads`` from the ``roots`` edges (node, output number) through the graph.
 
     With ``capture`` (``autograd.grad``, ``backward(inputs=...)``) only nodes leading to those

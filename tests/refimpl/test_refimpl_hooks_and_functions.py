@@ -199,6 +199,26 @@ SCENARIOS = {
         "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):\n"
         "    pass\n"
         "result = (calls, a.grad)"),
+    # A backward run from inside a node, nested far past what one thread's Python stack holds
+    # (PyTorch moves on to a new thread every 60 levels).
+    "reentrant_backward_nested_1000_deep": (
+        "class Nest(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x, depth):\n"
+        "        ctx.depth = depth\n"
+        "        return x * 3\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        if ctx.depth > 0:\n"
+        "            with torch.enable_grad():\n"
+        "                leaf = torch.ones(1, requires_grad=True)\n"
+        "                Nest.apply(leaf, ctx.depth - 1).sum().backward()\n"
+        "            seen.append(leaf.grad.item())\n"
+        "        return g * 3, None\n"
+        "seen = []\n"
+        "x = torch.ones(1, requires_grad=True)\n"
+        "Nest.apply(x, 1000).sum().backward()\n"
+        "result = (x.grad, len(seen), sum(seen))"),
     # Tensor attributes are C getters and setters in PyTorch: deleting one calls its setter.
     "deleting_tensor_attributes": (
         "x = torch.ones(2, requires_grad=True) * 2\n"
