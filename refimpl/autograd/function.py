@@ -383,15 +383,18 @@ class Error(Node):
     """PyTorch's ``Error`` node (made by ``DelayedError``): differentiating through it
     raises its message."""
 
-    def __init__(self, message: str, outputs: Sequence[Tensor]) -> None:
+    def __init__(self, message: str, outputs: Sequence[Tensor | None]) -> None:
         from refimpl.ops.table import edge
 
         self.message = message
-        fakes = [o.detach().requires_grad_() for o in outputs]
-        init_node(self, tuple(edge(f) for f in fakes), outputs[0]._data)
+        # One input per output, None included: its edge is (None, 0), as for any input that
+        # is not a tensor.
+        fakes = [None if o is None else o.detach().requires_grad_() for o in outputs]
+        first = next(o for o in outputs if o is not None)
+        init_node(self, tuple((None, 0) if f is None else edge(f) for f in fakes), first._data)
         self._outputs = len(outputs)
         self._multi_output = len(outputs) > 1
-        self._metas = [(o._data.shape, o._data.dtype) for o in outputs]
+        self._metas = [None if o is None else (o._data.shape, o._data.dtype) for o in outputs]
 
     def name(self) -> str:
         return "torch::autograd::Error"
@@ -418,19 +421,18 @@ def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
             return outputs
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
-        tensors = [o for o in outs if isinstance(o, Tensor)]
-        if not tensors:
+        if not any(isinstance(o, Tensor) for o in outs):
             return outputs
-        node = Error(ONCE_DIFFERENTIABLE, tensors)
+        # PyTorch's DelayedError node takes every output, None ones too, so an output's number
+        # is its position.
+        node = Error(ONCE_DIFFERENTIABLE, [o if isinstance(o, Tensor) else None for o in outs])
         wrapped = []
-        nr = 0
-        for o in outs:
+        for nr, o in enumerate(outs):
             if isinstance(o, Tensor):
                 o = wrap(o._data, o._device)
                 o._grad_fn = node
                 o._output_nr = nr
                 o._requires_grad = True
-                nr += 1
             wrapped.append(o)
         return wrapped[0] if single else tuple(wrapped)
 
