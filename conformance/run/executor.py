@@ -48,6 +48,11 @@ shapes, dtypes, flags, which step raises or warns); `full` adds PyTorch's surfac
 graph text, exception class and stage, message and warning text, repr, object identity)."""
 DEFAULT_TIMEOUT = 10.0
 TRIGGERED = re.compile(r"\s*\(Triggered internally at .*\)\s*\Z", re.DOTALL)
+# A Python stack in a warning's text (anomaly mode's "Traceback of forward call ..."): lines
+# `  File "...", line N, in name`, each with its source line. Its frames depend on the engine
+# (PyTorch's own Python frames, file paths), so it compares as TRACEBACK.
+STACK = re.compile(r'(?:  File "[^\n]*", line \d+, in [^\n]*(?:\n    [^\n]*)?(?:\n|\Z))+')
+TRACEBACK = "<traceback>"
 
 
 @dataclass
@@ -340,8 +345,9 @@ def message_matches(actual: str, expected: str | None, strictness: str) -> bool:
 
 
 def clean_warning(message: str) -> str:
-    """A warning's text without the ` (Triggered internally at ...)` PyTorch appends."""
-    return TRIGGERED.sub("", message)
+    """A warning's text without the ` (Triggered internally at ...)` PyTorch appends, each
+    Python stack in it replaced by ``<traceback>``."""
+    return STACK.sub(TRACEBACK, TRIGGERED.sub("", message))
 
 
 def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMessage],

@@ -14,6 +14,7 @@ process-wide, as PyTorch's ``AnomalyMode`` is, not per thread::
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 import warnings
 import weakref
@@ -30,8 +31,11 @@ NO_FORWARD_INFO = ("No forward pass information available. Enable detect anomaly
 
 _enabled = False
 _check_nan = True
-# The forward stack of each node created while detection was on.
-_traces: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# For each node created while detection was on: the forward stack that created it, and the
+# node whose backward was running then (its parent: a node a create_graph backward recorded).
+_traces: weakref.WeakKeyDictionary[Any, tuple[str, Any]] = weakref.WeakKeyDictionary()
+# The nodes the engine is running under detection, innermost last.
+_evaluating: list[Any] = []
 # Frames of refimpl itself are left out of a stack: PyTorch's operators run in C++ and
 # leave no Python frames of their own.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -89,27 +93,47 @@ def record(node: Any) -> None:
               if not os.path.abspath(f.filename).startswith(_PACKAGE)]
     # PyTorch's text ends at the last frame's line: the newline after it goes with the
     # " (Triggered internally at ...)" PyTorch appends, which readers strip.
-    _traces[node] = "".join(traceback.format_list(frames)).rstrip("\n")
+    _traces[node] = ("".join(traceback.format_list(frames)).rstrip("\n"),
+                     _evaluating[-1] if _evaluating else None)
 
 
 def report(node: Any) -> None:
-    """Warn, as PyTorch does before a failing node's error goes on, with its forward stack."""
-    trace = _traces.get(node)
+    """Warn, as PyTorch does before a failing node's error goes on: its forward stack, then
+    that of each node whose backward created it (a create_graph backward), outermost last."""
+    trace, parent = _traces.get(node, (None, None))
     where = NO_FORWARD_INFO if trace is None else \
         f"Traceback of forward call that caused the error:\n{trace}"
-    warnings.warn(f"Error detected in {node.name()}. {where}", UserWarning, stacklevel=2)
+    _warn(f"Error detected in {node.name()}. {where}")
+    while parent is not None:
+        trace, grandparent = _traces.get(parent, (None, None))
+        if trace is None:
+            message = f"Error detected in {parent.name()}. {NO_FORWARD_INFO}"
+        else:
+            message = (f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of "
+                       f"forward call that induced the previous calculation:\n{trace}")
+        _warn(message)
+        parent = grandparent
+
+
+def _warn(message: str) -> None:
+    # The report goes with an error already on its way: with warnings turned into errors,
+    # PyTorch prints it to stderr instead, and the original error is the one raised.
+    try:
+        warnings.warn(message, UserWarning, stacklevel=4)
+    except Warning as warning:
+        sys.stderr.write(f"{type(warning).__name__}: {warning}\n")
 
 
 def apply(node: Any, grad: Any) -> Any:
-    """Run ``node`` in the engine while detection is on: check its gradients for NaN, and
-    report a failure before it goes on."""
+    """Run ``node`` in the engine while detection is on: check its gradients for NaN (the
+    engine reports a failure before it goes on)."""
+    _evaluating.append(node)
     try:
         grads = node.apply(grad)
         if _check_nan:
             check_nan(node, grads)
-    except Exception:
-        report(node)
-        raise
+    finally:
+        _evaluating.pop()
     return grads
 
 

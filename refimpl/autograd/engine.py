@@ -246,6 +246,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     # saved-tensors-hooks context a hook enters (or leaves) ends with its node.
     tls = SAVED_TENSORS_HOOKS
     saved_hooks = (list(tls.stack), tls.disabled)
+    node = None
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
@@ -365,6 +366,12 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
             # The buffers alone hold the gradients sent on: AccumulateGrad counts references
             # to decide whether it may keep one.
             grads = g = old = grad = data = None
+    except Exception:
+        if node is not None and anomaly_mode._enabled:
+            # PyTorch reports the node whose evaluation failed: its hooks, its function, or
+            # the check of the gradients it sends on.
+            anomaly_mode.report(node)
+        raise
     finally:
         grad_mode._state.enabled = prev_mode
         tls.stack[:], tls.disabled = saved_hooks

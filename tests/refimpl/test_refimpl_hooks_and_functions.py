@@ -219,6 +219,16 @@ SCENARIOS = {
         "x = torch.ones(1, requires_grad=True)\n"
         "Nest.apply(x, 1000).sum().backward()\n"
         "result = (x.grad, len(seen), sum(seen))"),
+    # With warnings turned into errors, anomaly mode's report cannot be raised while the
+    # node's error is on its way: PyTorch prints it to stderr and raises the original error.
+    "anomaly_report_under_warnings_as_errors": (
+        "import warnings\n"
+        "x = torch.tensor([0.0], requires_grad=True)\n"
+        "z = (x / x).sum()\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('error')\n"
+        "    with torch.autograd.set_detect_anomaly(True):\n"
+        "        z.backward()"),
     # Tensor attributes are C getters and setters in PyTorch: deleting one calls its setter.
     "deleting_tensor_attributes": (
         "x = torch.ones(2, requires_grad=True) * 2\n"
