@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from refimpl._tensor import Tensor, wrap
-from refimpl.autograd import grad_mode
+from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import FREED, SECOND_BACKWARD, Node, init_node
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
@@ -122,7 +122,15 @@ class BackwardCFunction(Node, FunctionCtx):
         if self.materialize_grads:
             grads = [_zeros(meta) if g is None and meta is not None else g
                      for g, meta in zip(grads, self._output_metas, strict=True)]
-        result = self._forward_cls.backward(self, *grads)
+        cls = self._forward_cls
+        backward = cls.backward
+        if cls.vjp is not Function.vjp:
+            if backward is not Function.backward:
+                raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom "
+                                   "Function is not allowed. You should only implement one of "
+                                   "them.")
+            backward = cls.vjp
+        result = backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         expected = len(self.needs_input_grad)
@@ -190,6 +198,9 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD.")
 
+    # A Function may define its backward under this name instead.
+    vjp = backward
+
     @staticmethod
     def jvp(ctx: Any, *grad_inputs: Any) -> Any:
         raise NotImplementedError("You must implement the jvp function for custom "
@@ -213,18 +224,28 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
         recording = grad_mode.is_grad_enabled() and any(ctx.needs_input_grad)
         # The edges the inputs have before the forward (which may modify them in place).
         edges = tuple(edge(a) for a in args if isinstance(a, Tensor)) if recording else ()
-        with grad_mode.no_grad():
-            if separate:
-                output = cls.forward(*args)
-                cls.setup_context(ctx, args, output)
-            else:
-                output = cls.forward(ctx, *args, **kwargs)
+        # Forward runs with neither mode on: its ops record no graph and compute no tangent
+        # (jvp gives the outputs theirs).
+        fw_state = forward_ad._state
+        fw_busy = fw_state.busy
+        fw_state.busy = True
+        try:
+            with grad_mode.no_grad():
+                if separate:
+                    output = cls.forward(*args)
+                    cls.setup_context(ctx, args, output)
+                else:
+                    output = cls.forward(ctx, *args, **kwargs)
+        finally:
+            fw_state.busy = fw_busy
         single = not isinstance(output, tuple)
-        outputs = _wrap_outputs(ctx, args, (output,) if single else output, edges, recording)
+        raw = (output,) if single else output
+        outputs = _wrap_outputs(ctx, args, raw, edges, recording)
+        if forward_ad.is_active():
+            _forward_tangents(cls, ctx, args, raw, outputs)
         # As in PyTorch, ctx lets go of what forward named once the outputs are wrapped: the
         # node keeps no reference to its own outputs (no cycle through a saved output).
         ctx.to_save = ctx.dirty_tensors = ctx.non_differentiable = None
-        _forward_tangents(cls, ctx, args, outputs)
         return outputs[0] if single else outputs
 
 
@@ -240,22 +261,37 @@ def _bound(forward: Callable[..., Any], args: tuple[Any, ...],
     return bound.args
 
 
-def _forward_tangents(cls: type, ctx: Any, args: Sequence[Any],
+def _forward_tangents(cls: type, ctx: Any, args: Sequence[Any], raw: tuple[Any, ...],
                       outputs: tuple[Any, ...]) -> None:
     """Inside a forward AD level, the outputs' tangents from the Function's ``jvp``, given
-    one tangent per argument (None where it has none)."""
-    from refimpl.autograd import forward_ad
-
-    if not forward_ad.is_active():
-        return
+    one tangent per argument (None where it has none), checked as PyTorch checks them: none
+    for an output that is not differentiable, and the input's own tangent, modified in place,
+    for an input marked dirty."""
     tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in tangents):
         return
     result = cls.jvp(ctx, *tangents)
     results = result if isinstance(result, tuple) else (result,)
+    dirty = ctx.dirty_tensors or ()
+    non_differentiable = ctx.non_differentiable or ()
     # A jvp returning fewer tangents than outputs leaves the rest without one.
-    for out, tangent in zip(outputs, results, strict=False):
-        if isinstance(out, Tensor) and isinstance(tangent, Tensor):
+    for i, (before, out, tangent) in enumerate(zip(raw, outputs, results, strict=False)):
+        if tangent is None:
+            continue
+        if not isinstance(before, Tensor) or before.dtype.kind not in "fc" or \
+                any(before is n for n in non_differentiable):
+            raise RuntimeError(f"Function's jvp returned a gradient at position {i}, but  the "
+                               "corresponding forward output is not a differentiable Tensor."
+                               "You should return None at that position instead.")
+        if any(before is d for d in dirty):
+            k = next(k for k, a in enumerate(args) if a is before)
+            if tangent is not tangents[k]:
+                raise RuntimeError(
+                    "An inplace custom Function is not modifying the forward mode gradients "
+                    "inplace. If the forward is modifying an input inplace, then the jvp "
+                    "function must modify the corresponding gradient inplace.")
+            continue
+        if isinstance(tangent, Tensor):
             forward_ad.set_tangent(out, tangent)
 
 
