@@ -273,9 +273,18 @@ __all__ = [
     "unbind",
     "unsqueeze",
     "where",
+    "allclose",
     "zeros",
     "zeros_like",
 ]
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05,  # noqa: A002 - PyTorch's name
+             atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether ``input`` and ``other`` are equal within ``atol + rtol * |other|``."""
+    from refimpl.ops import functional
+
+    return functional.allclose(input, other, rtol, atol, equal_nan)
+
 
 def is_inference(input: Tensor) -> bool:  # noqa: A002 - PyTorch's parameter name
     """Whether ``input`` is an inference tensor (``Tensor.is_inference``)."""

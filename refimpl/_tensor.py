@@ -580,6 +580,21 @@ class Tensor:
     def numel(self) -> int:
         return int(self._data.size)
 
+    def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        from refimpl.ops import functional as F
+
+        return F.allclose(self, other, rtol, atol, equal_nan)
+
+    def stride(self, dim: int | None = None) -> Any:
+        """The step in elements between neighbours along each dimension (0 along a dimension
+        ``expand`` made), as a tuple, or the one of ``dim``."""
+        itemsize = self._data.itemsize
+        strides = tuple(s // itemsize for s in self._data.strides)
+        if dim is None:
+            return strides
+        return strides[_wrap_dim(dim, self._data.ndim)]
+
     def nelement(self) -> int:
         return int(self._data.size)
 

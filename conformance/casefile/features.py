@@ -62,6 +62,7 @@ ATTRIBUTES = {
     "once_differentiable": "custom_function",
     "vjp": "functional_api", "jvp": "functional_api", "jacobian": "functional_api",
     "hessian": "functional_api", "hvp": "functional_api", "vhp": "functional_api",
+    "gradcheck": "gradcheck", "gradgradcheck": "gradcheck",
     # Dtypes and devices.
     "complex64": "complex", "complex128": "complex", "cfloat": "complex", "cdouble": "complex",
     "float16": "half", "half": "half", "bfloat16": "half",

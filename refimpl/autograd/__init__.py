@@ -18,6 +18,8 @@ from refimpl.autograd import forward_ad, function, functional, graph
 from refimpl.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly
 from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
 from refimpl.autograd.function import Function
+# As in PyTorch, the names are the functions (the module stays importable by its path).
+from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
 from refimpl.autograd.grad_mode import (
     enable_grad,
     inference_mode,
@@ -28,7 +30,7 @@ from refimpl.autograd.grad_mode import (
 
 __all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "inference_mode", "detect_anomaly",
-           "set_detect_anomaly", "Function", "function", "Variable"]
+           "set_detect_anomaly", "Function", "function", "Variable", "gradcheck", "gradgradcheck"]
 
 
 class _VariableMeta(type):

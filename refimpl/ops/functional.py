@@ -14,8 +14,11 @@ from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
 
+import numpy
+
 from refimpl import _backend, _creation, _dtype
 from refimpl._tensor import Tensor, wrap
+from refimpl.autograd import grad_mode
 from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops.table import WrappedNumber, apply, same_device
@@ -30,7 +33,7 @@ __all__ = [
     "eq", "ne", "lt", "le", "gt", "ge", "is_tensor", "zeros", "zeros_like", "ones_like",
     "arange", "apply", "promote", "conj", "real", "cast_grad", "argmax", "all", "any",
     "contiguous",
-    "parse_to", "clamp_bounds",
+    "parse_to", "clamp_bounds", "allclose",
 ]
 
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -1233,3 +1236,17 @@ def _bind() -> None:
 
 
 _bind()
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether ``|input - other| <= atol + rtol * |other|`` everywhere (broadcast; infinities
+    of one sign equal; NaN equal to NaN only with ``equal_nan``); the dtypes must match."""
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{input.dtype.legacy_name} did not match {other.dtype.legacy_name}")
+    with grad_mode.no_grad():
+        # The broadcast check, with PyTorch's message for shapes that do not broadcast.
+        sub(input, other)
+    a = numpy.asarray(input.detach().numpy(force=True))
+    b = numpy.asarray(other.detach().numpy(force=True))
+    return bool(numpy.all(numpy.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)))
