@@ -18,8 +18,6 @@ from refimpl.autograd import forward_ad, function, functional, graph
 from refimpl.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly
 from refimpl.autograd.engine import check_outputs, make_grads, roots_of, run_backward
 from refimpl.autograd.function import Function
-# As in PyTorch, the names are the functions (the module stays importable by its path).
-from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
 from refimpl.autograd.grad_mode import (
     enable_grad,
     inference_mode,
@@ -27,6 +25,9 @@ from refimpl.autograd.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+
+# As in PyTorch, the names are the functions (the module stays importable by its path).
+from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
 
 __all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "inference_mode", "detect_anomaly",

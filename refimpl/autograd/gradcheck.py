@@ -127,8 +127,10 @@ def _check_inputs(inputs: Sequence[Any]) -> None:
 
 
 def _outputs_at(func: Callable[..., Any], inputs: Sequence[Any]) -> list[numpy.ndarray | None]:
-    """The values of ``func``'s tensor outputs (None for a non-tensor one)."""
-    return [_host(o) if isinstance(o, Tensor) else None for o in _as_tuple(func(*inputs))]
+    """The values of ``func``'s tensor outputs (None for a non-tensor one), copied: an
+    output may be a view of the input about to be moved back."""
+    return [_host(o).copy() if isinstance(o, Tensor) else None
+            for o in _as_tuple(func(*inputs))]
 
 
 def _directional(func: Callable[..., Any], inputs: Sequence[Any], inp: Tensor,
