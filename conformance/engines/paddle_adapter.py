@@ -48,8 +48,9 @@ LACKS = frozenset({"cuda", "meta", "forward_ad", "repr", "inference_mode", "batc
 repr, and no gradcheck (`paddle.autograd` has none). Paddle's function-based Jacobians
 (`paddle.incubate.autograd.vjp`, `jvp`, `Jacobian`, `Hessian`) have their own conventions
 (a lazily evaluated, flattened Jacobian object) and are not mapped onto
-`torch.autograd.functional`. Paddle's batch norm is `BatchNorm1D` with its own momentum convention, not `nn.BatchNorm1d`. Its backward nodes take no hooks, `Tensor.backward`
-has neither `inputs=` nor `create_graph=` (only `paddle.grad` has), and it emits none of
+`torch.autograd.functional`. Paddle's batch norm is `BatchNorm1D` with its own momentum
+convention, not `nn.BatchNorm1d`. Its backward nodes take no hooks, `Tensor.backward` has
+neither `inputs=` nor `create_graph=` (only `paddle.grad` has), and it emits none of
 PyTorch's autograd warnings."""
 
 
