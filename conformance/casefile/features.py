@@ -56,7 +56,7 @@ ATTRIBUTES = {
     "register_prehook": "node_hooks",
     "forward_ad": "forward_ad",
     "saved_tensors_hooks": "saved_tensor_hooks", "save_on_cpu": "saved_tensor_hooks",
-    "disable_saved_tensors_hooks": "saved_tensor_hooks",
+    "disable_saved_tensors_hooks": "saved_tensor_hooks", "register_multi_grad_hook": "hooks",
     "detect_anomaly": "anomaly_mode", "set_detect_anomaly": "anomaly_mode",
     "is_anomaly_enabled": "anomaly_mode", "is_anomaly_check_nan_enabled": "anomaly_mode",
     "once_differentiable": "custom_function",

@@ -14,6 +14,7 @@ place broadcasting is undone. Saved tensors are released as each node finishes u
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -179,6 +180,37 @@ class _Depth(threading.local):
 _depth = _Depth()
 
 
+class _Tasks(threading.local):
+    """The backward passes running in this thread, innermost last: (id, the nodes it will
+    run, whether it is an autograd.grad), PyTorch's graph tasks as hooks can ask about them."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, Any, bool]] = []
+
+
+_tasks = _Tasks()
+_task_ids = itertools.count()
+
+
+def current_graph_task_id() -> int:
+    """The id of the backward pass running in this thread (-1 outside one)."""
+    return _tasks.stack[-1][0] if _tasks.stack else -1
+
+
+def will_engine_execute_node(node: Node) -> bool:
+    """Whether the backward pass running in this thread runs ``node`` (for autograd.grad,
+    only the nodes that lead to its inputs, the inputs' own included)."""
+    if not _tasks.stack:
+        raise RuntimeError("_will_engine_execute_node should only be called during the "
+                           "backward pass")
+    _, nodes, is_grad = _tasks.stack[-1]
+    if is_grad and type(node) is AccumulateGrad:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not "
+                           "supported.")
+    return node in nodes
+
+
 def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_graph: bool,
                  create_graph: bool, capture: Sequence[Edge] | None = None,
                  accumulate: bool = True) -> dict[Edge, Tensor]:
@@ -247,6 +279,8 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     tls = SAVED_TENSORS_HOOKS
     saved_hooks = (list(tls.stack), tls.disabled)
     node = None
+    _tasks.stack.append((next(_task_ids), needed if needed is not None
+                         else set(deps).union(root_nodes), not accumulate))
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
@@ -375,6 +409,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     finally:
         grad_mode._state.enabled = prev_mode
         tls.stack[:], tls.disabled = saved_hooks
+        _tasks.stack.pop()
     return captured
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
            "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved",
-           "disable_saved_tensors_hooks"]
+           "disable_saved_tensors_hooks", "register_multi_grad_hook"]
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -83,6 +83,73 @@ class RemovableHandle:
     def remove(self) -> None:
         if any(h is self._hook for h in self._hooks):
             self._hooks.remove(self._hook)
+
+
+class _MultiHandle(RemovableHandle):
+    """What ``register_multi_grad_hook`` returns: ``remove()`` unregisters its hooks."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: tuple[RemovableHandle, ...]) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def register_multi_grad_hook(tensors: Any, fn: Any, *, mode: str = "all") -> _MultiHandle:
+    """Call ``fn`` once per backward pass for gradients of several tensors: with
+    ``mode="all"``, with the list of their gradients (None for one the pass does not compute)
+    once every one the pass computes is there; with ``mode="any"``, with the first one."""
+    from refimpl.autograd import engine
+
+    supported_modes = ("all", "any")
+    if mode not in supported_modes:
+        raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    lock = threading.Lock()
+    if mode == "any":
+        ran: dict[int, bool] = {}
+
+        def first(grad: Any) -> None:
+            task = engine.current_graph_task_id()
+            with lock:
+                done, ran[task] = ran.get(task, False), True
+            if not done:
+                fn(grad)
+
+        return _MultiHandle(tuple(t.register_hook(first) for t in tensors if t.requires_grad))
+    nodes = [_grad_fn_or_accumulator(t) for t in tensors]
+    count: dict[int, int] = {}
+    expected: dict[int, int] = {}
+    buffer: dict[int, list[Any]] = {}
+
+    def hook_for(idx: int) -> Any:
+        def collect(grad: Any) -> None:
+            task = engine.current_graph_task_id()
+            with lock:
+                seen = count.get(task, 0)
+                count[task] = seen + 1
+                if seen == 0:
+                    # How many of the tensors this pass reaches, asked on its first call.
+                    expected[task] = sum(map(engine.will_engine_execute_node, nodes))
+                    buffer[task] = [None] * len(nodes)
+            buffer[task][idx] = grad
+            if seen == expected[task] - 1:
+                grads = buffer.pop(task)
+                del count[task], expected[task]
+                fn(grads)
+        return collect
+
+    return _MultiHandle(tuple(t.register_hook(hook_for(i)) for i, t in enumerate(tensors)))
+
+
+def _grad_fn_or_accumulator(t: Any) -> Any:
+    if t.requires_grad and t.grad_fn is None:
+        return t._grad_accumulator()
+    if t.grad_fn is None:
+        raise AssertionError("Expected gradient function to be set")
+    return t.grad_fn
 
 
 class Node:
