@@ -64,7 +64,19 @@ def hook(draw: Draw, state: _State) -> str | None:
     if t is None or not state.allows("register_hook"):
         return None
     handle = state.fresh("h")
-    if t.leaf and draw(_index(4)) == 0 and state.allows("register_post_accumulate_grad_hook"):
+    others = [u for u in state.tensors if u.requires_grad and u is not t]
+    if others and draw(_index(5)) == 0 and \
+            state.allows("torch.autograd.graph.register_multi_grad_hook"):
+        # A hook on two tensors: once per backward pass, with which gradients it computed
+        # ("all") or with the first one ("any").
+        u = _pick(draw, others)
+        mode = _choice(draw, ("all", "any"))
+        body = f"calls.append(('{handle}', [g is None for g in gs]))" if mode == "all" \
+            else f"calls.append('{handle}')"
+        text = (f"{handle} = torch.autograd.graph.register_multi_grad_hook(({t.name}, "
+                f"{u.name}), lambda gs: {body}, mode='{mode}')")
+    elif t.leaf and draw(_index(4)) == 0 and \
+            state.allows("register_post_accumulate_grad_hook"):
         # Runs after .grad is accumulated and sees the leaf itself; what it returns must be None.
         text = (f"{handle} = {t.name}.register_post_accumulate_grad_hook("
                 f"lambda p: calls.append('{handle}'))")
