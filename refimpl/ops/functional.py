@@ -1059,8 +1059,16 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got "
                                f"{list(tensors[0].shape)} at entry 0 and {list(x.shape)} at "
                                f"entry {i}")
+    dim = _wrap_dim(dim, tensors[0].dim() + 1)
+    if dim < tensors[0].dim() and builtins.all(t._inference for t in tensors) \
+            and not grad_mode._state.inference:
+        # Inference tensors outside inference mode run stack below autograd, where PyTorch's
+        # kernel is cat then view: the result is a view of the concatenation.
+        shape = list(tensors[0].shape)
+        shape.insert(dim, len(tensors))
+        return cat(list(tensors), dim).view(shape)
     ts, arrays = promote(list(tensors))
-    return apply(D.STACK, ts, {"dim": _wrap_dim(dim, tensors[0].dim() + 1)}, arrays)
+    return apply(D.STACK, ts, {"dim": dim}, arrays)
 
 
 # ------------------------------------------------------------------ copies and moves
