@@ -146,7 +146,12 @@ def register_multi_grad_hook(tensors: Any, fn: Any, *, mode: str = "all") -> _Mu
 
 def _grad_fn_or_accumulator(t: Any) -> Any:
     if t.requires_grad and t.grad_fn is None:
-        return t._grad_accumulator()
+        # A leaf's accumulator, reached as PyTorch reaches it: through a view of the leaf
+        # (an inference tensor's view records nothing, so its grad_fn is None here too).
+        from refimpl.autograd.grad_mode import enable_grad
+
+        with enable_grad():
+            return t.view_as(t).grad_fn.next_functions[0][0]
     if t.grad_fn is None:
         raise AssertionError("Expected gradient function to be set")
     return t.grad_fn
