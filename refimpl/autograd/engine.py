@@ -279,8 +279,14 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     tls = SAVED_TENSORS_HOOKS
     saved_hooks = (list(tls.stack), tls.disabled)
     node = None
-    _tasks.stack.append((next(_task_ids), needed if needed is not None
-                         else set(deps).union(root_nodes), not accumulate))
+    # PyTorch's nodes_in_graph: what the graph root reaches; with one root the root is that
+    # node itself, not counted, and with several a GraphRoot node leads to each of them.
+    if needed is None:
+        will_run = set(deps) if len(roots) == 1 else set(deps).union(root_nodes)
+    else:
+        will_run = needed - {root_nodes[0]} if len(roots) == 1 and root_nodes[0] not in \
+            targets else needed
+    _tasks.stack.append((next(_task_ids), will_run, not accumulate))
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
