@@ -204,11 +204,13 @@ def will_engine_execute_node(node: Node) -> bool:
         raise RuntimeError("_will_engine_execute_node should only be called during the "
                            "backward pass")
     _, nodes, is_grad = _tasks.stack[-1]
+    if node not in nodes:
+        return False
     if is_grad and type(node) is AccumulateGrad:
         raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
                            "currently running autograd.grad(). This is currently not "
                            "supported.")
-    return node in nodes
+    return True
 
 
 def run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain_graph: bool,
@@ -284,8 +286,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     if needed is None:
         will_run = set(deps) if len(roots) == 1 else set(deps).union(root_nodes)
     else:
-        will_run = needed - {root_nodes[0]} if len(roots) == 1 and root_nodes[0] not in \
-            targets else needed
+        will_run = needed - {root_nodes[0]} if len(roots) == 1 else needed
     _tasks.stack.append((next(_task_ids), will_run, not accumulate))
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
