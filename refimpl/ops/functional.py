@@ -263,7 +263,11 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if a == 2 and b == 1:
         return mv(input, other)
     if a == 1 and b == 2:
-        return apply(D.SQUEEZE_INPLACE_DIM, (mm(input.unsqueeze(0), other),), {"dim": 0})
+        out = apply(D.SQUEEZE_INPLACE_DIM, (mm(input.unsqueeze(0), other),), {"dim": 0})
+        if not out._inference:
+            # PyTorch's squeeze_(0) here is in place: the result starts at version 1.
+            out._bump_version()
+        return out
     if a == 2 and b == 2:
         return mm(input, other)
     if a >= 3 and b <= 2:
