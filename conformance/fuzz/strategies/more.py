@@ -224,7 +224,13 @@ def more_ops(draw: Draw, state: _State) -> str | None:
             else tuple(n for i, n in enumerate(t.shape) if i != dim % t.ndim)
         out = _derived(state, [t], shape, t.dtype, t.bound, t.positive)
         keep = ", keepdim=True" if keepdim else ""
-        return f"{out.name} = {call(f'dim={dim}{keep}')}[0]"
+        # On a contiguous copy: PyTorch 2.13's CPU median(dim) of an expanded tensor (a stride
+        # of 0, as the gradient of a sum is) returns uninitialised memory
+        # (torch.ones(1).expand(2).median(dim=0)), a PyTorch bug no engine is held to.
+        source = f"{t.name}.contiguous()" if state.allows("contiguous") else t.name
+        expr = f"torch.median({source}, dim={dim}{keep})" if function \
+            else f"{source}.median(dim={dim}{keep})"
+        return f"{out.name} = {expr}[0]"
     if kind == "repeat":
         sizes = [draw(_between(1, 2)) for _ in range(t.ndim + draw(_between(0, 1)))] or [2]
         padded = (1,) * (len(sizes) - t.ndim) + t.shape
