@@ -251,16 +251,6 @@ class Tensor:
             self._sync_view()
         return self._grad_fn is None
 
-    def __delattr__(self, name: str) -> None:
-        # PyTorch's attributes are C getters and setters: deleting one is a setter call, which
-        # most refuse.
-        if name == "_grad_fn":
-            raise RuntimeError("Deletion of _grad_fn not allowed. Detach tensor instead!")
-        attr = getattr(type(self), name, None)
-        if isinstance(attr, property) and attr.fdel is None and attr.fset is None:
-            raise AttributeError(_NOT_WRITABLE.format(name))
-        object.__delattr__(self, name)
-
     @property
     def grad_fn(self) -> Any:
         if self._base is not None:

@@ -229,17 +229,6 @@ SCENARIOS = {
         "    warnings.simplefilter('error')\n"
         "    with torch.autograd.set_detect_anomaly(True):\n"
         "        z.backward()"),
-    # Tensor attributes are C getters and setters in PyTorch: deleting one calls its setter.
-    "deleting_tensor_attributes": (
-        "x = torch.ones(2, requires_grad=True) * 2\n"
-        "seen = []\n"
-        "for name in ('_grad_fn', 'grad_fn', 'is_leaf', '_version', 'data', 'requires_grad'):\n"
-        "    try:\n"
-        "        delattr(x, name)\n"
-        "        seen.append((name, 'deleted'))\n"
-        "    except (RuntimeError, AttributeError) as e:\n"
-        "        seen.append((name, type(e).__name__, str(e)))\n"
-        "result = (seen, x.grad_fn.name())"),
 }
 
 
