@@ -235,13 +235,13 @@ def _on_new_thread(call: Callable[[], Any]) -> Any:
     """``call()`` on a new thread that starts with this thread's autograd state (grad and
     inference mode, saved-tensors hooks), as PyTorch's ThreadLocalState; its exception is
     raised here."""
-    state = (grad_mode._state.enabled, grad_mode._state.inference,
-             list(SAVED_TENSORS_HOOKS.stack), SAVED_TENSORS_HOOKS.disabled)
+    modes = (grad_mode._state.enabled, grad_mode._state.inference)
+    hooks = SAVED_TENSORS_HOOKS.snapshot()
     outcome: list[Any] = []
 
     def target() -> None:
-        (grad_mode._state.enabled, grad_mode._state.inference,
-         SAVED_TENSORS_HOOKS.stack, SAVED_TENSORS_HOOKS.disabled) = state
+        grad_mode._state.enabled, grad_mode._state.inference = modes
+        SAVED_TENSORS_HOOKS.restore(hooks)
         try:
             outcome.append((True, call()))
         except BaseException as error:  # noqa: BLE001 - handed to the caller as it is
@@ -279,7 +279,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
     # PyTorch runs every node in the thread-local state captured when backward began: a
     # saved-tensors-hooks context a hook enters (or leaves) ends with its node.
     tls = SAVED_TENSORS_HOOKS
-    saved_hooks = (list(tls.stack), tls.disabled)
+    saved_hooks = tls.snapshot()
     node = None
     # PyTorch's nodes_in_graph: what the graph root reaches; with one root the root is that
     # node itself, not counted, and with several a GraphRoot node leads to each of them.
@@ -303,7 +303,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
                 ready.push(r)
         while ready:
             if tls.stack != saved_hooks[0] or tls.disabled != saved_hooks[1]:
-                tls.stack[:], tls.disabled = saved_hooks
+                tls.restore(saved_hooks)
             node = ready.pop()
             grad = buffers.pop(node, None)
             if plain and grad is not None and node._pre_hooks is None and \
@@ -415,7 +415,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
         raise
     finally:
         grad_mode._state.enabled = prev_mode
-        tls.stack[:], tls.disabled = saved_hooks
+        tls.restore(saved_hooks)
         _tasks.stack.pop()
     return captured
 

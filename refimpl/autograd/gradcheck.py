@@ -295,13 +295,8 @@ def _slow_details(func: Callable[..., Any], inputs: Sequence[Any], j: int, out_p
                   output: Tensor, eps: float, rtol: float, atol: float) -> str:
     """Fast mode's failure, explained by the pair's Jacobians in slow mode."""
     inp = _diff_inputs(inputs)[j][1]
-    n = inp.numel()
-    cols = []
-    for k in range(n):
-        delta = numpy.zeros(n)
-        delta[k] = eps
-        cols.append(_directional(func, inputs, inp, delta, eps)[out_pos])
-    numerical = numpy.stack(cols)
+    tensors = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+    numerical = _numerical_jacobians(func, inputs, tensors, eps)[j][out_pos]
     a = _analytical_rows(inputs, output, list(numpy.eye(output.numel())))[0][j]
     max_diff = float(numpy.abs(numerical - a).max()) if a.size else 0.0
     msg = ("\nThe above quantities relating the numerical and analytical jacobians are "

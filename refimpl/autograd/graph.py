@@ -315,6 +315,13 @@ class _SavedTensorsHooksState(threading.local):
         # The message of the innermost disable_saved_tensors_hooks context, None outside one.
         self.disabled: str | None = None
 
+    def snapshot(self) -> tuple[list[tuple[Any, Any]], str | None]:
+        """The state as it is now, for :meth:`restore` (PyTorch's ThreadLocalState)."""
+        return list(self.stack), self.disabled
+
+    def restore(self, state: tuple[list[tuple[Any, Any]], str | None]) -> None:
+        self.stack[:], self.disabled = state
+
 
 SAVED_TENSORS_HOOKS = _SavedTensorsHooksState()
 

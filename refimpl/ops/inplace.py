@@ -31,7 +31,7 @@ from refimpl.autograd import forward_ad, grad_mode
 from refimpl.autograd.graph import SECOND_BACKWARD, Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
-from refimpl.ops.table import INFERENCE_SAVED, _record, edge
+from refimpl.ops.table import FORWARD_AD_ROOTS, INFERENCE_SAVED, _record, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
@@ -305,7 +305,7 @@ def _set_inplace_tangent(self: Tensor, tangent: Tensor, xp: Any) -> None:
         return
     base = self._base
     steps = _replay_chain(self._view_fn)
-    if base is None or any(row is D.MAKE_DUAL or row is D.FW_PRIMAL for row, _ in steps):
+    if base is None or any(row.name in FORWARD_AD_ROOTS for row, _ in steps):
         # make_dual's result and unpack_dual's primal are views only for backward: forward
         # AD does not tie their tangents to their base's.
         forward_ad.set_tangent(self, tangent)
