@@ -374,6 +374,11 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
                         # node does not compute it.
                         grads = [g if n is not None and n in needed else None
                                  for g, (n, _) in zip(grads, node.next_functions, strict=True)]
+                    # PyTorch validates (reduces and casts) a node's gradients before its
+                    # post hooks see them.
+                    grads = [g if g is None or n is None else _validate(g, n, nr, node, i)
+                             for i, (g, (n, nr)) in enumerate(zip(grads, node.next_functions,
+                                                                  strict=True))]
                     grads = _call_post_hooks(node, grads, grad)
                 if run and not retain_graph:
                     node.release_variables()

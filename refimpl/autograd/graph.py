@@ -50,7 +50,10 @@ def message_name(node: Node) -> str:
     """A node's name as PyTorch's error messages print it: without "Backward" and without an
     overload number 0 (MulBackward0 reads "Mul", SqueezeBackward1 "Squeeze1"); a node of
     autograd's own keeps its full name (torch::autograd::CopySlices)."""
-    head, _, overload = node.name().partition("Backward")
+    name = node.name()
+    head, found, overload = name.rpartition("Backward")  # the last one: BackwardHookFunction
+    if not found:
+        return name
     return head + ("" if overload == "0" else overload)
 
 

@@ -17,6 +17,8 @@ meta tensor cannot take a CPU tensor's data), as in PyTorch.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,10 +26,15 @@ from typing import Any
 from refimpl import _backend
 from refimpl._tensor import Tensor
 from refimpl.autograd.grad_mode import no_grad
+from refimpl.autograd.graph import RemovableHandle
+from refimpl.nn.modules.hooks import BackwardHook
 from refimpl.nn.parameter import Parameter
 from refimpl.ops import functional as core
 
 __all__ = ["Module"]
+
+# A module's hooks, each a list of (hook, with_kwargs, always_call) in calling order.
+_HOOK_LISTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -51,6 +58,8 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        for hooks in _HOOK_LISTS:
+            object.__setattr__(self, hooks, [])
 
     # ------------------------------------------------------------ calling
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -58,7 +67,122 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        if not any(d.get(hooks) for hooks in _HOOK_LISTS):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # PyTorch's order: forward pre-hooks, the backward hook's identity on the arguments,
+        # forward, forward hooks, the backward hook's identity on the result.
+        for hook, with_kwargs, _ in self._forward_pre_hooks:
+            if with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {res}.")
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        full = self.__dict__.get("_is_full_backward_hook") is not False
+        backward_hook = None
+        if full and self._backward_hooks or self._backward_pre_hooks:
+            backward_hook = BackwardHook(self, [h for h, _, _ in self._backward_hooks if full],
+                                         [h for h, _, _ in self._backward_pre_hooks])
+            args = backward_hook.setup_input_hook(args)
+        try:
+            result = self.forward(*args, **kwargs)
+        except BaseException:
+            # always_call=True hooks run even when forward raised; what they return is ignored.
+            for hook, with_kwargs, always_call in self._forward_hooks:
+                if always_call:
+                    if with_kwargs:
+                        hook(self, args, kwargs, None)
+                    else:
+                        hook(self, args, None)
+            raise
+        for hook, with_kwargs, _ in self._forward_hooks:
+            res = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+            if res is not None:
+                result = res
+        if backward_hook is not None:
+            if not isinstance(result, (Tensor, tuple)):
+                warnings.warn("For backward hooks to be called, module output should be a "
+                              f"Tensor or a tuple of Tensors but received {type(result)}",
+                              UserWarning, stacklevel=3)
+            result = backward_hook.setup_output_hook(result)
+        if not full and self._backward_hooks:
+            self._register_non_full_hooks(args, result)
+        return result
+
+    def _register_non_full_hooks(self, args: tuple[Any, ...], result: Any) -> None:
+        # The deprecated hooks go on the grad_fn of the first tensor in the result: they see
+        # that one node's gradients, whatever else the module computed.
+        var = result
+        while not isinstance(var, Tensor):
+            var = next(v for v in var.values() if isinstance(v, Tensor)) \
+                if isinstance(var, dict) else var[0]
+        node = var.grad_fn
+        if node is None:
+            return
+        for hook, _, _ in self._backward_hooks:
+            node.register_hook(functools.partial(hook, self))
+        warning = _non_full_hook_warning(args, result, node)
+        if warning:
+            warnings.warn(warning, FutureWarning, stacklevel=3)
+
+    # ------------------------------------------------------------ hooks
+    def _add_hook(self, hooks: str, hook: Callable[..., Any], prepend: bool,
+                  with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
+        self._check_initialized()
+        entry = (hook, with_kwargs, always_call)
+        registry = self.__dict__[hooks]
+        registry.insert(0, entry) if prepend else registry.append(entry)
+        return RemovableHandle(registry, entry)
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, args)`` before ``forward``; what it returns (a tuple, or one value)
+        replaces the positional arguments. With ``with_kwargs=True``: ``hook(module, args,
+        kwargs)`` returning ``None`` or ``(args, kwargs)``."""
+        return self._add_hook("_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> RemovableHandle:
+        """``hook(module, args, output)`` after ``forward`` (``args`` as forward received
+        them); a value it returns replaces the output."""
+        return self._add_hook("_forward_hooks", hook, prepend, with_kwargs, always_call)
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False
+                                        ) -> RemovableHandle:
+        """``hook(module, grad_output)`` when the gradients of the module's outputs are
+        known; a tuple it returns (one entry per output) replaces them."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """Deprecated: ``hook(module, grad_input, grad_output)`` on the node that made the
+        module's (first) output, with that node's gradients; warns (FutureWarning) at each call
+        where that is not the module's inputs and outputs."""
+        self._backward_kind(full=False)
+        return self._add_hook("_backward_hooks", hook, False)
+
+    def _backward_kind(self, full: bool) -> None:
+        if self.__dict__.get("_is_full_backward_hook") is (not full):
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", full)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False
+                                    ) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` when the gradients of the module's
+        positional inputs are known (``None`` for a non-tensor argument); a tuple it returns
+        replaces ``grad_input``. See :mod:`refimpl.nn.modules.hooks`."""
+        self._backward_kind(full=True)
+        return self._add_hook("_backward_hooks", hook, prepend)
 
     # ------------------------------------------------------------ registration
     def _check_initialized(self) -> None:
@@ -333,6 +457,35 @@ class Module:
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
+
+
+_DEPRECATED = ("is deprecated and will be removed in future versions. This hook will be missing "
+               "some")
+_USE_FULL = "Please use register_full_backward_hook to get the documented behavior."
+
+
+def _non_full_hook_warning(args: tuple[Any, ...], result: Any, node: Any) -> str | None:
+    """PyTorch's FutureWarning for a deprecated module backward hook that will not see the
+    module's own gradients, or None when the node's gradients are the module's."""
+    if isinstance(result, Tensor):
+        result = (result,)
+    elif not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+        return ("Using non-full backward hooks on a Module that does not return a single Tensor "
+                f"or a tuple of Tensors {_DEPRECATED} of the grad_output. {_USE_FULL}")
+    if not all(isinstance(a, Tensor) for a in args):
+        return ("Using non-full backward hooks on a Module that does not take as input a single "
+                f"Tensor or a tuple of Tensors {_DEPRECATED} of the grad_input. {_USE_FULL}")
+    made_by = {r.grad_fn for r in result if r.grad_fn is not None}
+    if not made_by or (len(made_by) == 1 and node not in made_by):
+        return ("Using a non-full backward hook when outputs are nested in python data "
+                f"structure {_DEPRECATED} grad_output.")
+    if len(made_by) > 1:
+        return ("Using a non-full backward hook when outputs are generated by different autograd "
+                f"Nodes {_DEPRECATED} grad_output. {_USE_FULL}")
+    if {a.grad_fn for a in args if a.grad_fn is not None} != {n for n, _ in node.next_functions}:
+        return ("Using a non-full backward hook when the forward contains multiple autograd "
+                f"Nodes {_DEPRECATED} grad_input. {_USE_FULL}")
+    return None
 
 
 def _type_name(value: Any) -> str:
