@@ -297,3 +297,4 @@ def is_inference(input: Tensor) -> bool:  # noqa: A002 - PyTorch's parameter nam
 # `torch.nn` is reachable as an attribute after `import torch`; the same holds here. It comes
 # last because the modules build on everything above.
 from refimpl import nn  # noqa: E402, F401
+from refimpl import utils  # noqa: E402, F401 - checkpoint wraps modules and Functions

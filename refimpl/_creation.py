@@ -44,6 +44,15 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
+    def snapshot(self) -> Any:
+        """Where the generator is now, for :meth:`restore` (checkpoint's recomputation draws
+        the numbers its forward drew)."""
+        return self._seed, self._rng.bit_generator.state
+
+    def restore(self, state: Any) -> None:
+        self._seed = state[0]
+        self._rng.bit_generator.state = state[1]
+
 
 default_generator = Generator(0)
 

@@ -182,10 +182,11 @@ _depth = _Depth()
 
 class _Tasks(threading.local):
     """The backward passes running in this thread, innermost last: (id, the nodes it will
-    run, whether it is an autograd.grad), PyTorch's graph tasks as hooks can ask about them."""
+    run, whether it is an autograd.grad, whether it computes every gradient), PyTorch's graph
+    tasks as hooks can ask about them."""
 
     def __init__(self) -> None:
-        self.stack: list[tuple[int, Any, bool]] = []
+        self.stack: list[tuple[int, Any, bool, bool]] = []
 
 
 _tasks = _Tasks()
@@ -197,13 +198,19 @@ def current_graph_task_id() -> int:
     return _tasks.stack[-1][0] if _tasks.stack else -1
 
 
+def is_checkpoint_valid() -> bool:
+    """False inside a backward pass that computes only some gradients (``autograd.grad``,
+    ``backward(inputs=...)``), or nested in one: a reentrant checkpoint cannot run there."""
+    return all(task[3] for task in _tasks.stack)
+
+
 def will_engine_execute_node(node: Node) -> bool:
     """Whether the backward pass running in this thread runs ``node`` (for autograd.grad,
     only the nodes that lead to its inputs, the inputs' own included)."""
     if not _tasks.stack:
         raise RuntimeError("_will_engine_execute_node should only be called during the "
                            "backward pass")
-    _, nodes, is_grad = _tasks.stack[-1]
+    _, nodes, is_grad, _ = _tasks.stack[-1]
     if node not in nodes:
         return False
     if is_grad and type(node) is AccumulateGrad:
@@ -287,7 +294,7 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
         will_run = set(deps) if len(roots) == 1 else set(deps).union(root_nodes)
     else:
         will_run = needed - {root_nodes[0]} if len(roots) == 1 else needed
-    _tasks.stack.append((next(_task_ids), will_run, not accumulate))
+    _tasks.stack.append((next(_task_ids), will_run, not accumulate, capture is None))
     try:
         for i, (root, g) in enumerate(zip(roots, root_grads, strict=True)):
             _add(buffers, root, _validate(g, *root, None, i))
