@@ -585,6 +585,15 @@ class Tensor:
             return strides
         return strides[_wrap_dim(dim, self._data.ndim)]
 
+    def data_ptr(self) -> int:
+        """The address of the tensor's first element (0 on the meta device, which has no
+        memory): views of one storage at other offsets differ."""
+        if self._device.type == "meta":
+            return 0
+        data = self._data
+        interface = getattr(data, "__array_interface__", None)
+        return interface["data"][0] if interface is not None else data.data.ptr
+
     def nelement(self) -> int:
         return int(self._data.size)
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from refimpl._tensor import Tensor
 
 __all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
+           "allow_mutation_on_saved_tensors", "MUTATION_CONTEXT",
            "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved",
            "disable_saved_tensors_hooks", "register_multi_grad_hook"]
 
@@ -382,6 +383,85 @@ class save_on_cpu(saved_tensors_hooks):  # noqa: N801 - PyTorch's name
             return tensor.to(device)
 
         super().__init__(pack, unpack)
+
+
+class _Handle:
+    """What ``allow_mutation_on_saved_tensors`` packs: the key of a saved tensor's value."""
+
+
+class _MutationContext:
+    """The state of one ``allow_mutation_on_saved_tensors`` block: each saved tensor by
+    (object id, data pointer, version), which of them share a (data pointer, version), and for
+    each handle the original tensor or, once it was about to be written, its clone."""
+
+    def __init__(self) -> None:
+        self.cloned: weakref.WeakKeyDictionary[_Handle, Tensor] = weakref.WeakKeyDictionary()
+        self.original: weakref.WeakKeyDictionary[_Handle, Tensor] = weakref.WeakKeyDictionary()
+        self.handles: weakref.WeakValueDictionary[tuple[int, int, int], _Handle] = \
+            weakref.WeakValueDictionary()
+        self.aliases: dict[tuple[int, int], set[tuple[int, int, int]]] = {}
+
+    def pack(self, tensor: Tensor) -> _Handle:
+        tid = (id(tensor), tensor.data_ptr(), tensor._version)
+        self.aliases.setdefault(tid[1:], set()).add(tid)
+        handle = self.handles.get(tid)
+        if handle is None:  # the same tensor at the same version may be saved again
+            handle = self.handles[tid] = _Handle()
+            self.original[handle] = tensor
+        return handle
+
+    def unpack(self, handle: _Handle) -> Tensor:
+        if MUTATION_CONTEXT.active is None or (handle not in self.cloned
+                                               and handle not in self.original):
+            # PyTorch's text, a space missing between its two literals included.
+            raise AssertionError("Trying to backward outside of the "
+                                 "'allow_mutation_on_saved_tensors' contextin which the graph "
+                                 "was originally recorded.")
+        return self.cloned[handle] if handle in self.cloned else self.original[handle]
+
+    def before_write(self, tensor: Tensor) -> None:
+        """Clone every saved tensor at ``tensor``'s data pointer and version before it is
+        written in place, so backward reads the value it saved."""
+        for tid in self.aliases.get((tensor.data_ptr(), tensor._version), ()):
+            handle = self.handles.get(tid)
+            if handle is None or handle in self.cloned:
+                continue  # freed by a backward already, or cloned already
+            self.cloned[handle] = self.original.pop(handle).clone()
+
+    def clear(self) -> None:
+        self.cloned.clear()
+        self.original.clear()
+        self.handles.clear()
+        self.aliases.clear()
+
+
+class _MutationState:
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active: _MutationContext | None = None
+
+
+# The allow_mutation_on_saved_tensors block in force (one per process, as PyTorch's flag);
+# in-place writes ask it to clone what they would overwrite.
+MUTATION_CONTEXT = _MutationState()
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors() -> Iterator[_MutationContext]:
+    """Within this block a tensor saved for backward may be modified in place: it is cloned
+    just before the write and backward uses the clone. Run backward inside the same block;
+    the blocks do not nest."""
+    ctx = _MutationContext()
+    with saved_tensors_hooks(ctx.pack, ctx.unpack):
+        try:
+            if MUTATION_CONTEXT.active is not None:
+                raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+            MUTATION_CONTEXT.active = ctx
+            yield ctx
+        finally:
+            ctx.clear()
+            MUTATION_CONTEXT.active = None
 
 
 class PackedSaved:

@@ -28,12 +28,13 @@ from refimpl._tensor import (
     wrap,
 )
 from refimpl.autograd import forward_ad, grad_mode
-from refimpl.autograd.graph import SECOND_BACKWARD, Node, init_node
+from refimpl.autograd.graph import MUTATION_CONTEXT, SECOND_BACKWARD, Node, init_node
 from refimpl.ops import derivatives as D
 from refimpl.ops import functional as F
 from refimpl.ops.table import FORWARD_AD_ROOTS, INFERENCE_SAVED, _record, edge
 
-__all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "relu_", "zero_", "fill_", "copy_",
+__all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "sin_", "cos_", "tanh_", "sigmoid_",
+           "log_", "sqrt_", "neg_", "abs_", "relu_", "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -161,6 +162,9 @@ def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = Tru
         if self._base is not None:
             self._sync_view()
         _check_leaf(self)
+    if MUTATION_CONTEXT.active is not None:
+        # Below autograd's checks, as PyTorch's dispatch mode: clone what the write overwrites.
+        MUTATION_CONTEXT.active.before_write(self)
     if not memory:
         return
     if row is not D.ZERO_ and row is not D.FILL_:
@@ -355,8 +359,22 @@ def pow_(self: Tensor, exponent: Any) -> Tensor:
     return inplace(D.POW_TENSOR_SCALAR, self, [], [self._data], {"exponent": exponent})
 
 
-def exp_(self: Tensor) -> Tensor:
-    return inplace(D.EXP, self, [], [self._data])
+def _unary_(row: Any, to_float: bool) -> Any:
+    def method(self: Tensor) -> Tensor:
+        check_write(row, self, [])
+        if to_float and self.dtype.kind in "bi":
+            # The out-of-place op gives the default float dtype, which an integer self cannot
+            # hold.
+            _castable(_dtype.get_default_dtype(), self.dtype)
+        return inplace(row, self, [], [self._data], checked=True)
+    method.__name__ = row.name + "_"
+    method.__doc__ = f"``{row.name}`` written into ``self`` ({row.node})."
+    return method
+
+
+exp_, sin_, cos_, tanh_, sigmoid_, log_, sqrt_ = (
+    _unary_(r, True) for r in (D.EXP, D.SIN, D.COS, D.TANH, D.SIGMOID, D.LOG, D.SQRT))
+neg_, abs_ = (_unary_(r, False) for r in (D.NEG, D.ABS))
 
 
 def relu_(self: Tensor) -> Tensor:
