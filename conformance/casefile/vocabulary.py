@@ -38,12 +38,16 @@ names that would open a way around the check (`eval`, `exec`, `getattr`, `open`,
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 HELPERS = ("grad_fn_name", "node_name", "graph", "shape", "dtype", "device", "value")
 ROOTS = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+# The one kind of underscore attribute a case may read: a node's saved values.
+SAVED_INTROSPECTION = re.compile(r"_(raw_)?saved_[a-z][a-z0-9_]*")
 FORBIDDEN_GLOBALS = frozenset(
     {
         "eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "globals",
@@ -280,6 +284,10 @@ class _Checker:
             )
 
     def attribute(self, node: ast.Attribute) -> None:
+        if SAVED_INTROSPECTION.fullmatch(node.attr) and isinstance(node.ctx, ast.Load):
+            # A node's saved values (grad_fn._saved_self, ._raw_saved_result): PyTorch's
+            # documented way to see them; plain data, nothing to escape through.
+            return
         if self.private(node, node.attr):
             return
         path = dotted(node.value)

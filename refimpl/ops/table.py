@@ -77,7 +77,7 @@ from refimpl.autograd.graph import (
 )
 
 __all__ = ["OpRow", "defop", "apply", "ROWS", "unpack_saved", "same_device", "pack_saved",
-           "WrappedNumber"]
+           "WrappedNumber", "SavedTensor"]
 
 ROWS: dict[str, OpRow] = {}
 
@@ -170,7 +170,9 @@ class OpRow:
         self.forward = _backend.quiet(forward)
         self.raw_forward = forward
         self.node_cls = type(node, (Node,), {"__slots__": (), "_row": self,
-                                             "__module__": "refimpl.autograd.graph"})
+                                             "__module__": "refimpl.autograd.graph",
+                                             "__getattr__": _saved_attribute,
+                                             "__dir__": _node_dir})
 
     def _arg_source(self, op_name: str, arg: str, user: int) -> tuple[int, Any]:
         if arg in self.inputs or arg == "result":
@@ -234,6 +236,109 @@ class OpRow:
 
     def __repr__(self) -> str:
         return f"OpRow({self.name!r}, node={self.node!r})"
+
+
+# ---------------------------------------------------------------- saved-tensor introspection
+# PyTorch's generated nodes expose what they saved as ``_saved_<name>`` (a tensor, unpacked
+# and version-checked, or a parameter; an input's size and strides as
+# ``_saved_<input>_sym_sizes`` / ``_sym_strides``) and each saved tensor as
+# ``_raw_saved_<name>``, a SavedTensor that takes a pair of hooks of its own.
+_SYM_SUFFIXES = (("_sym_sizes", "_shape"), ("_sym_strides", "_strides"))
+
+FREED_HOOKS = (
+    "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate "
+    "values of the graph are freed when you call .backward() or autograd.grad(). Specify "
+    "retain_graph=True if you need to backward through the graph a second time or if you need "
+    "to access saved variables after calling backward.")
+HOOKS_ALREADY_SET = ("Calling register_hooks on a saved tensor whose hooks have already been "
+                     "set. Hint: only one pair of hooks is allowed at a time.")
+
+
+def _info_name(row: OpRow, key: str) -> str | None:
+    for torch_suffix, ours in _SYM_SUFFIXES:
+        if key.endswith(torch_suffix):
+            key = key[: -len(torch_suffix)] + ours
+            break
+    return key if key in row.info_names else None
+
+
+def _saved_attribute(node: Node, name: str) -> Any:
+    row = type(node)._row
+    raw = name.startswith("_raw_saved_")
+    key = name[len("_raw_saved_"):] if raw else \
+        name[len("_saved_"):] if name.startswith("_saved_") else None
+    if key is not None and key in row.saved_names:
+        k = row.saved_names.index(key)
+        if raw:
+            return SavedTensor(node, k)
+        saved = node._saved
+        if saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        entry = saved[k] if saved else None
+        return None if entry is None else unpack_saved(node, entry)
+    info = None if key is None or raw else _info_name(row, key)
+    if info is not None:
+        value = node._info[info]
+        return tuple(value) if isinstance(value, list) else value
+    raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
+
+
+def _node_dir(node: Node) -> list[str]:
+    row = type(node)._row
+    names = set(object.__dir__(node)) - {"_saved"}  # the slot is internal, not PyTorch's
+    names.update(f"_saved_{n}" for n in row.saved_names)
+    names.update(f"_raw_saved_{n}" for n in row.saved_names)
+    for info in row.info_names:
+        for torch_suffix, ours in _SYM_SUFFIXES:
+            if info.endswith(ours):
+                info = info[: -len(ours)] + torch_suffix
+                break
+        names.add(f"_saved_{info}")
+    return sorted(names)
+
+
+class SavedTensor:
+    """One tensor a node saved (``grad_fn._raw_saved_self``): ``register_hooks(pack,
+    unpack)`` packs it now and unpacks it when backward reads it."""
+
+    __slots__ = ("_node", "_k")
+
+    def __init__(self, node: Node, k: int) -> None:
+        self._node = node
+        self._k = k
+
+    def _entry(self) -> Any:
+        saved = self._node._saved
+        return None if saved is FREED or not saved else saved[self._k]
+
+    def register_hooks(self, pack_hook: Any, unpack_hook: Any) -> None:
+        if not (callable(pack_hook) and callable(unpack_hook)):
+            raise TypeError("register_hooks(): incompatible function arguments. pack_hook and "
+                            "unpack_hook must be callables")
+        node = self._node
+        if node._saved is FREED:
+            raise RuntimeError(FREED_HOOKS)
+        entry = self._entry()
+        if type(entry) is PackedSaved:
+            raise RuntimeError(HOOKS_ALREADY_SET)
+        if entry is None or type(entry) is WrappedNumber:
+            return
+        saved = list(node._saved)
+        with grad_mode.no_grad():
+            saved[self._k] = _packed_entry(node, self._k, entry, pack_hook, unpack_hook,
+                                           unpack_saved(node, entry))
+        node._saved = tuple(saved)
+
+    def unpack(self) -> Tensor | None:
+        saved = self._node._saved
+        if saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        entry = self._entry()
+        return None if entry is None else unpack_saved(self._node, entry)
+
+    @property
+    def data(self) -> Tensor | None:
+        return self.unpack()
 
 
 def defop(name: str, node: str, forward: Callable[..., Any],
@@ -676,17 +781,22 @@ def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
             entry = packed[k]
             if entry is None or type(entry) is WrappedNumber:
                 continue
-            if len(entry) == 3:
-                tensor = entry[0]
-                # An input the op itself wrote in place (x in x.mul_(x)) is saved where it was
-                # in the graph before the write: the node's edge for it.
-                where = node.next_functions[row.save_plan[k][0]] \
-                    if row is not None and tensor._grad_fn is node else edge(tensor)
-                packed[k] = PackedSaved(pack(tensor), unpack, where)
-            else:
-                nr = entry[3]
-                packed[k] = PackedSaved(pack(outputs[nr]), unpack, None, nr)
+            value = entry[0] if len(entry) == 3 else outputs[entry[3]]
+            packed[k] = _packed_entry(node, k, entry, pack, unpack, value)
     node._saved = tuple(packed)
+
+
+def _packed_entry(node: Node, k: int, entry: tuple, pack: Any, unpack: Any,
+                  value: Tensor) -> PackedSaved:
+    """Saved entry ``k`` of ``node`` as ``pack(value)``, read back through ``unpack``."""
+    if len(entry) != 3:  # one of the node's outputs
+        return PackedSaved(pack(value), unpack, None, entry[3])
+    row = type(node)._row
+    # An input the op itself wrote in place (x in x.mul_(x)) is saved where it was in the
+    # graph before the write: the node's edge for it.
+    where = node.next_functions[row.save_plan[k][0]] \
+        if row is not None and value._grad_fn is node else edge(value)
+    return PackedSaved(pack(value), unpack, where)
 
 
 def _meta(t: Tensor, what: str) -> Any:

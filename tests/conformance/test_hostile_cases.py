@@ -83,6 +83,11 @@ HOSTILE_SNIPPETS = [
      "'torch' is provided by the runner"),
     ("dunder in an f-string", "x = f'{torch.ones(1).__class__}'", "names starting with '_'"),
     ("private keyword", "x = torch.ones(1, _internal=1)", "names starting with '_'"),
+    ("dunder after a saved value", "x = torch.ones(1).exp().grad_fn._saved_result.__class__",
+     "names starting with '_'"),
+    ("write to a saved value", "n = torch.ones(1).exp().grad_fn\nn._saved_result = 1",
+     "names starting with '_'"),
+    ("private look-alike", "x = torch.ones(1)._saved", "names starting with '_'"),
 ]
 
 
@@ -95,6 +100,15 @@ def test_hostile_snippet_is_refused(tmp_path: Path, resources, snippet: str,
     problems = [str(p) for p in load([path], resources).problems]
     assert any(fragment in p for p in problems), problems
     assert all(p.startswith(f"{path}:") for p in problems)
+
+
+def test_a_nodes_saved_values_may_be_read(tmp_path: Path, resources) -> None:
+    """grad_fn._saved_self and ._raw_saved_result are the one underscore attributes a case
+    may read (PyTorch documents them as the way to see what a node saved)."""
+    path = tmp_path / "topic.yaml"
+    path.write_text(case_with("n = torch.ones(1, requires_grad=True).exp().grad_fn\n"
+                              "a = n._saved_result\nb = n._raw_saved_result"), encoding="utf-8")
+    assert not [p for p in load([path], resources).problems if "'_" in str(p)]
 
 
 def test_the_spec_needs_none_of_the_refused_constructs() -> None:
