@@ -806,11 +806,33 @@ SQUEEZE_DIMS = defop(
         self, tuple(d for d in dim if self.ndim and self.shape[d] == 1)),
     {"self": lambda grad, self_shape, dim: _unsqueeze_to(grad, self_shape, dim)}, view=True,
 )
+# The in-place view ops (t_, transpose_, squeeze_, unsqueeze_) change a tensor's shape where it
+# stands: their rows compute the new view of the data and record the node PyTorch names with
+# overload 1 or more; refimpl.ops.inplace.inplace_view puts it on the tensor itself. matmul
+# squeezes its 1-D operand's helper dimension away with squeeze_ too (SqueezeBackward4).
+T_ = defop("t_", "TBackward1", lambda xp, self: self.T, {"self": lambda grad: grad.t()})
+TRANSPOSE_ = defop(
+    "transpose_", "TransposeBackward1",
+    lambda xp, self, *, dim0, dim1: xp.swapaxes(self, dim0, dim1),
+    {"self": lambda grad, dim0, dim1: grad.transpose(dim0, dim1)},
+)
+UNSQUEEZE_ = defop("unsqueeze_", "UnsqueezeBackward1",
+                   lambda xp, self, *, dim: xp.expand_dims(self, dim),
+                   {"self": lambda grad, dim: grad.squeeze(dim)})
+SQUEEZE_ = defop("squeeze_", "SqueezeBackward3", lambda xp, self: self.reshape(
+    tuple(s for s in self.shape if s != 1)),
+    {"self": lambda grad, self_shape: _unsqueeze_to(grad, self_shape, range(len(self_shape)))})
 SQUEEZE_INPLACE_DIM = defop(
-    # matmul squeezes its 1-D operand's helper dimension away with squeeze_ (SqueezeBackward4).
     "squeeze_.dim", "SqueezeBackward4",
-    lambda xp, self, *, dim: xp.squeeze(self, dim),
-    {"self": lambda grad, dim: grad.unsqueeze(dim)},
+    lambda xp, self, *, dim: xp.squeeze(self, dim) if self.ndim and self.shape[dim] == 1
+    else self[...],
+    {"self": lambda grad, self_shape, dim: _unsqueeze_to(grad, self_shape, (dim,))},
+)
+SQUEEZE_INPLACE_DIMS = defop(
+    "squeeze_.dims", "SqueezeBackward5",
+    lambda xp, self, *, dim: xp.squeeze(
+        self, tuple(d for d in dim if self.ndim and self.shape[d] == 1)),
+    {"self": lambda grad, self_shape, dim: _unsqueeze_to(grad, self_shape, dim)},
 )
 EXPAND = defop(
     "expand", "ExpandBackward0",

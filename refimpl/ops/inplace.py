@@ -34,7 +34,7 @@ from refimpl.ops import functional as F
 from refimpl.ops.table import FORWARD_AD_ROOTS, INFERENCE_SAVED, _record, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "sin_", "cos_", "tanh_", "sigmoid_",
-           "log_", "sqrt_", "neg_", "abs_", "relu_", "zero_", "fill_", "copy_",
+           "log_", "sqrt_", "neg_", "abs_", "relu_", "t_", "transpose_", "squeeze_", "unsqueeze_", "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -375,6 +375,67 @@ def _unary_(row: Any, to_float: bool) -> Any:
 exp_, sin_, cos_, tanh_, sigmoid_, log_, sqrt_ = (
     _unary_(r, True) for r in (D.EXP, D.SIN, D.COS, D.TANH, D.SIGMOID, D.LOG, D.SQRT))
 neg_, abs_ = (_unary_(r, False) for r in (D.NEG, D.ABS))
+
+
+def inplace_view(row: Any, view_row: Any, self: Tensor, params: dict[str, Any]) -> Tensor:
+    """Make ``self`` itself the view ``row`` describes (``t_``, ``squeeze_``...): the same
+    memory under a new shape, a new version, and (when it requires grad) ``row``'s node in
+    front of its history; a view keeps the step, as ``view_row``, to be regenerated."""
+    check_write(row, self, [], memory=False)
+    if self._base is None and self._views and self._live_views():
+        # Its views would have to be re-expressed against the new layout (PyTorch regenerates
+        # them with as_strided over the storage); refimpl's view replay assumes the layout
+        # the views were taken from.
+        raise NotImplementedError(f"refimpl: {row.name}() on a tensor that has views is not "
+                                  "supported; take the views after it, or use "
+                                  f"{row.name.rstrip('_')}() (out of place)")
+    node = None
+    if grad_mode.recording() and self._requires_grad:
+        from refimpl.ops.table import apply
+
+        node = apply(row, (self,), params)._grad_fn
+    xp = _backend.backend_of(self._device).xp
+    self._data = row.forward(xp, self._data, **params) if params else row.forward(xp, self._data)
+    if self._fw_grad is not None:
+        tangent = self._fw_grad
+        self._fw_grad = wrap(row.forward(xp, tangent._data, **params) if params
+                             else row.forward(xp, tangent._data), tangent._device)
+    self._bump_version()
+    if self._base is not None:
+        self._view_fn = (self._view_fn, view_row, params)
+        self._attr_version = self._vc[0]  # its grad_fn is current: nothing to regenerate
+    if node is not None:
+        self._grad_fn = node
+        self._output_nr = 0
+    return self
+
+
+def t_(self: Tensor) -> Tensor:
+    if self.dim() > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is "
+                           f"{self.dim()}D")
+    return inplace_view(D.T_, D.T, self, {})
+
+
+def transpose_(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    n = self.dim()
+    return inplace_view(D.TRANSPOSE_, D.TRANSPOSE, self,
+                        {"dim0": F._wrap_dim(dim0, n), "dim1": F._wrap_dim(dim1, n)})
+
+
+def unsqueeze_(self: Tensor, dim: int) -> Tensor:
+    return inplace_view(D.UNSQUEEZE_, D.UNSQUEEZE, self,
+                        {"dim": F._wrap_dim(dim, self.dim() + 1)})
+
+
+def squeeze_(self: Tensor, dim: Any = None) -> Tensor:
+    if dim is None:
+        return inplace_view(D.SQUEEZE_, D.SQUEEZE, self, {})
+    if isinstance(dim, int):
+        return inplace_view(D.SQUEEZE_INPLACE_DIM, D.SQUEEZE_DIM, self,
+                            {"dim": F._wrap_dim(dim, self.dim())})
+    return inplace_view(D.SQUEEZE_INPLACE_DIMS, D.SQUEEZE_DIMS, self,
+                        {"dim": F._dims(dim, self.dim())})
 
 
 def relu_(self: Tensor) -> Tensor:
