@@ -84,6 +84,7 @@ def test_programs_draw_hooks_functions_modes_and_the_new_ops():
                                "saved_tensors_hooks(lambda t: t,"),
         "ops_more": (".narrow(", "split(", "chunk(", "sgn(", ".median(", "diagonal(",
                      ".repeat("),
+        "checkpoint": ("use_reentrant=True", "use_reentrant=False"),
     }
     for family, wanted in needles.items():
         sources = ""
@@ -99,11 +100,11 @@ def test_programs_draw_hooks_functions_modes_and_the_new_ops():
 def test_new_families_can_be_left_out_and_declare_their_features():
     others = [f for f in FAMILIES if f not in ("hooks", "node_hooks", "custom_function",
                                                 "inference_mode", "saved_tensor_hooks",
-                                                "ops_more")]
+                                                "ops_more", "checkpoint")]
     drawn = _draw_many(programs(families=others), count=150, start=8)
     sources = "\n".join(p.source() for p in drawn)
     for needle in ("register_", "autograd.Function", "inference_mode", "saved_tensors_hooks",
-                   ".narrow(", ".median(", ".repeat("):
+                   ".narrow(", ".median(", ".repeat(", "checkpoint("):
         assert needle not in sources
     for program in _draw_many(programs(), count=150, start=9):
         text = program.source()
@@ -111,6 +112,7 @@ def test_new_families_can_be_left_out_and_declare_their_features():
         assert ("saved_tensors_hooks(" in text) == ("saved_tensor_hooks" in program.features)
         assert ("autograd.Function" in text) <= ("custom_function" in program.features)
         assert (".register_hook(lambda g:" in text) <= ("hooks" in program.features)
+        assert ("utils.checkpoint.checkpoint(" in text) == ("checkpoint" in program.features)
 
 
 def test_only_names_listed_in_the_api_are_used():

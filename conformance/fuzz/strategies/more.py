@@ -191,6 +191,36 @@ def custom_function(draw: Draw, state: _State) -> str | None:
     return f"{prelude}{out.name} = {kind}.apply({t.name})"
 
 
+CHECKPOINTED = (
+    ("a.sin() * 2", lambda bound: 2.0),
+    ("(a * a).tanh() + a", lambda bound: bound + 1.0),
+    ("a.exp().sqrt()", lambda bound: math.exp(bound / 2) if bound <= 10 else math.inf),
+    ("(a.sigmoid() * a).sum()", lambda bound: bound),
+)
+"""Bodies of a checkpointed function of `a` and the bound of its result given `a`'s: each
+saves tensors for backward (recomputed there), the last returns a 0-d result."""
+
+
+def checkpointed(draw: Draw, state: _State) -> str | None:
+    """A segment run through torch.utils.checkpoint, reentrant or not."""
+    if "checkpoint" not in state.families or not state.allows(
+            "torch.utils.checkpoint.checkpoint"):
+        return None
+    t = _pick(draw, state.operands())
+    if t is None:
+        return None
+    body, bound_of = _choice(draw, CHECKPOINTED)
+    bound = bound_of(t.bound)
+    if bound > MAX_BOUND:
+        return None
+    reentrant = draw(BOOL)
+    state.features.add("checkpoint")
+    shape = () if body.endswith(".sum()") else t.shape
+    out = _derived(state, [t], shape, t.dtype, bound, False)
+    return (f"{out.name} = torch.utils.checkpoint.checkpoint(lambda a: {body}, {t.name}, "
+            f"use_reentrant={reentrant})")
+
+
 def more_ops(draw: Draw, state: _State) -> str | None:
     """narrow, split, chunk (views), diagonal (a view), sgn, median, repeat."""
     if "ops_more" not in state.families:
@@ -278,7 +308,7 @@ def more_ops(draw: Draw, state: _State) -> str | None:
 FORWARD_OPS: tuple[Op, ...] = (unary, binary, reduction, view, matmul, join, copy, module,
                                index)
 FAMILY_OPS: dict[Op, str] = {custom_function: "custom_function", more_ops: "ops_more",
-                             hook: "hooks", node_hook: "node_hooks"}
+                             hook: "hooks", node_hook: "node_hooks", checkpointed: "checkpoint"}
 """Forward ops drawn only when their family is. Together they take one slot among the forward
 ops, so the others are drawn about as often as without them."""
 

@@ -16,7 +16,7 @@ from conformance.casefile.vocabulary import Api
 from conformance.fuzz.differential import least_precise
 
 FAMILIES = ("inplace", "create_graph", "modules", "conv", "batchnorm", "hooks", "node_hooks",
-            "custom_function", "inference_mode", "saved_tensor_hooks", "ops_more")
+            "custom_function", "inference_mode", "saved_tensor_hooks", "ops_more", "checkpoint")
 """Program families that need a feature an engine may lack; all are drawn by default. Each is
 named after its feature in spec/features.yaml, except `ops_more` (narrow, split, chunk, sgn,
 median, diagonal, repeat: ops rather than a feature, which an engine with a fixed feature list
