@@ -490,8 +490,8 @@ def has_internal_overlap(array: Any) -> bool:
 
     Never for a meta array: a meta tensor has no memory, and PyTorch's memory checks pass on
     it (this and the two checks below)."""
-    if isinstance(array, MetaArray):
-        return False
+    if isinstance(array, MetaArray) or array.size == 0:
+        return False  # an empty tensor is non-overlapping and dense (NumPy may give it 0 strides)
     return any(st == 0 and n > 1 for n, st in zip(array.shape, array.strides, strict=True))
 
 

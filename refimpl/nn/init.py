@@ -8,6 +8,7 @@ recording a graph, so parameters stay leaves. ``nn.Linear`` and ``nn.Conv2d`` us
 from __future__ import annotations
 
 import math
+import warnings
 
 from refimpl import _creation
 from refimpl._tensor import Tensor
@@ -93,6 +94,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu") -> Tensor:
     """``U(-bound, bound)`` with ``bound = gain * sqrt(3 / fan)`` (He et al., 2015)."""
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -103,6 +105,7 @@ def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> Tensor:
     """``N(0, std**2)`` with ``std = gain / sqrt(fan)``."""
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std)
