@@ -43,7 +43,7 @@ OVERRIDES = {"relu": ("nn", "functional", "relu")}
 """`torch` members the torch proxy takes from elsewhere in Paddle (its GLOBAL_OVERRIDES)."""
 LACKS = frozenset({"cuda", "meta", "forward_ad", "repr", "inference_mode", "batchnorm",
                    "anomaly_mode", "node_hooks", "backward_inputs", "backward_create_graph",
-                   "warnings", "functional_api", "gradcheck", "module_hooks"})
+                   "warnings", "functional_api", "gradcheck", "module_hooks", "checkpoint"})
 """A CPU build; no meta device, forward-mode AD, inference mode, anomaly mode or PyTorch's
 repr, and no gradcheck (`paddle.autograd` has none). Paddle's function-based Jacobians
 (`paddle.incubate.autograd.vjp`, `jvp`, `Jacobian`, `Hessian`) have their own conventions
@@ -52,7 +52,9 @@ repr, and no gradcheck (`paddle.autograd` has none). Paddle's function-based Jac
 convention, not `nn.BatchNorm1d`. Its backward nodes take no hooks, `Tensor.backward` has
 neither `inputs=` nor `create_graph=` (only `paddle.grad` has), and it emits none of
 PyTorch's autograd warnings. `paddle.nn.Layer` has forward hooks under other names and
-signatures (`register_forward_post_hook`) but no module backward hooks."""
+signatures (`register_forward_post_hook`) but no module backward hooks. Its activation
+recomputation is `paddle.distributed.fleet.utils.recompute`, with its own arguments and no
+`checkpoint_sequential`, not mapped onto `torch.utils.checkpoint`."""
 
 
 def make_engine() -> Engine:
