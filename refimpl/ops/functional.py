@@ -827,8 +827,8 @@ def _split(row: Any, input: Tensor, sizes: Sequence[int], dim: int) -> tuple[Ten
 
 
 def _split_sizes(size: int, split_size: int) -> list[int]:
-    if split_size == 0 and size == 0:
-        return [0]
+    if size == 0:
+        return [0]  # PyTorch: at least one piece, an empty one
     return [builtins.min(split_size, size - start) for start in range(0, size, split_size)]
 
 
@@ -865,6 +865,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     d = _wrap_dim(dim, input.dim())
     size = input._data.shape[d]
+    if size == 0:
+        # PyTorch gives an empty dimension ``chunks`` empty pieces, as split_with_sizes.
+        return _split(D.SPLIT_WITH_SIZES, input, [0] * chunks, d)
     return split(input, -(-size // chunks), d)
 
 
