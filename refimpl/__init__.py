@@ -294,7 +294,7 @@ def is_inference(input: Tensor) -> bool:  # noqa: A002 - PyTorch's parameter nam
     return input._inference
 
 
-# `torch.nn` is reachable as an attribute after `import torch`; the same holds here. It comes
-# last because the modules build on everything above.
-from refimpl import nn  # noqa: E402, F401
-from refimpl import utils  # noqa: E402, F401 - checkpoint wraps modules and Functions
+# `torch.nn` and `torch.utils` are reachable as attributes after `import torch`; the same
+# holds here. They come last because they build on everything above (checkpoint wraps
+# Functions and modules).
+from refimpl import nn, utils  # noqa: E402, F401

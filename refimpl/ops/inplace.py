@@ -34,7 +34,8 @@ from refimpl.ops import functional as F
 from refimpl.ops.table import FORWARD_AD_ROOTS, INFERENCE_SAVED, _record, edge
 
 __all__ = ["add_", "sub_", "mul_", "div_", "pow_", "exp_", "sin_", "cos_", "tanh_", "sigmoid_",
-           "log_", "sqrt_", "neg_", "abs_", "relu_", "t_", "transpose_", "squeeze_", "unsqueeze_", "zero_", "fill_", "copy_",
+           "log_", "sqrt_", "neg_", "abs_", "relu_", "t_", "transpose_", "squeeze_", "unsqueeze_",
+           "zero_", "fill_", "copy_",
            "clamp_", "index_put_", "setitem"]
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
