@@ -97,6 +97,12 @@ def record(node: Any) -> None:
                      _evaluating[-1] if _evaluating else None)
 
 
+def forward_trace(node: Any) -> str | None:
+    """The forward stack remembered for ``node`` (created under anomaly mode), or None."""
+    found = _traces.get(node)
+    return None if found is None else found[0]
+
+
 def report(node: Any) -> None:
     """Warn, as PyTorch does before a failing node's error goes on: its forward stack, then
     that of each node whose backward created it (a create_graph backward), outermost last."""

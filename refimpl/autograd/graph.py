@@ -75,6 +75,10 @@ def modified_message(tensor_type: str, shape: list[int], producer: str | None, v
     )
 
 
+# Node.metadata dicts, made on first access (most nodes never have one).
+_METADATA: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 class RemovableHandle:
     """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
 
@@ -182,6 +186,19 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """A dict of the node's own, the same one at every access, for users to keep data on
+        (PyTorch's ``Node.metadata``); a node created under anomaly mode holds the forward's
+        stack under ``traceback_``."""
+        found = _METADATA.get(self)
+        if found is None:
+            found = _METADATA[self] = {}
+            trace = anomaly_mode.forward_trace(self)
+            if trace is not None:
+                found["traceback_"] = trace
+        return found
 
     def register_prehook(self, hook: Any) -> RemovableHandle:
         """Call ``hook(grad_outputs)`` before this node runs, with a tuple of the gradients of
