@@ -90,11 +90,18 @@ def zeros_(tensor: Tensor) -> Tensor:
         return tensor.zero_()
 
 
+def _empty(tensor: Tensor) -> bool:
+    """Whether ``tensor`` has no elements, warning as PyTorch's Kaiming initializers do."""
+    if 0 not in tensor.shape:
+        return False
+    warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)
+    return True
+
+
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu") -> Tensor:
     """``U(-bound, bound)`` with ``bound = gain * sqrt(3 / fan)`` (He et al., 2015)."""
-    if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+    if _empty(tensor):
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -104,8 +111,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu") -> Tensor:
     """``N(0, std**2)`` with ``std = gain / sqrt(fan)``."""
-    if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+    if _empty(tensor):
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std)

@@ -254,11 +254,16 @@ HOOKS_ALREADY_SET = ("Calling register_hooks on a saved tensor whose hooks have 
                      "set. Hint: only one pair of hooks is allowed at a time.")
 
 
+def _renamed(name: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """``name`` with its suffix replaced by the first matching (old, new) pair."""
+    for old, new in pairs:
+        if name.endswith(old):
+            return name[: -len(old)] + new
+    return name
+
+
 def _info_name(row: OpRow, key: str) -> str | None:
-    for torch_suffix, ours in _SYM_SUFFIXES:
-        if key.endswith(torch_suffix):
-            key = key[: -len(torch_suffix)] + ours
-            break
+    key = _renamed(key, _SYM_SUFFIXES)
     return key if key in row.info_names else None
 
 
@@ -288,12 +293,8 @@ def _node_dir(node: Node) -> list[str]:
     names = set(object.__dir__(node)) - {"_saved"}  # the slot is internal, not PyTorch's
     names.update(f"_saved_{n}" for n in row.saved_names)
     names.update(f"_raw_saved_{n}" for n in row.saved_names)
-    for info in row.info_names:
-        for torch_suffix, ours in _SYM_SUFFIXES:
-            if info.endswith(ours):
-                info = info[: -len(ours)] + torch_suffix
-                break
-        names.add(f"_saved_{info}")
+    torch_names = [(ours, torch_suffix) for torch_suffix, ours in _SYM_SUFFIXES]
+    names.update(f"_saved_{_renamed(info, torch_names)}" for info in row.info_names)
     return sorted(names)
 
 

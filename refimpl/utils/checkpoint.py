@@ -180,6 +180,7 @@ class _Frame:
         self.early_stop = early_stop
         self.metadata_fn = metadata_fn
         self.saved_args: list[Any] = []
+        self.saved_tensors: dict[int, tuple[Tensor, int, bool]] = {}
         self.weak_holders: list[weakref.ref[_Holder]] = []
         self.metadatas: list[Any] = []
         self.recomputed: defaultdict[Any, dict[object, Tensor]] = defaultdict(dict)
@@ -189,13 +190,15 @@ class _Frame:
         self.ignore_mismatch = False
 
     def save_inputs(self, args: tuple[Any, ...]) -> None:
-        # Kept as a saved input is: checked against in-place changes when recomputing.
-        self.saved_args = [(a, a._version, a.grad_fn is not None) if isinstance(a, Tensor)
-                           else a for a in args]
+        self.saved_args = list(args)
+        # Each tensor argument kept as a saved input is: checked against in-place changes
+        # when recomputing.
+        self.saved_tensors = {i: (a, a._version, a.grad_fn is not None)
+                              for i, a in enumerate(args) if isinstance(a, Tensor)}
 
     def inputs(self) -> list[Any]:
-        return [unpack_saved(None, a) if isinstance(a, tuple) and len(a) == 3
-                and isinstance(a[0], Tensor) else a for a in self.saved_args]
+        return [unpack_saved(None, self.saved_tensors[i]) if i in self.saved_tensors else a
+                for i, a in enumerate(self.saved_args)]
 
     def pack(self, x: Tensor) -> _Holder:
         holder = _Holder()

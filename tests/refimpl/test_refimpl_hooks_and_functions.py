@@ -229,6 +229,15 @@ SCENARIOS = {
         "    warnings.simplefilter('error')\n"
         "    with torch.autograd.set_detect_anomaly(True):\n"
         "        z.backward()"),
+    # A non-reentrant checkpoint keeps its tensor arguments as saved tensors and passes the
+    # others through as they are, a tuple that starts with a tensor included.
+    "checkpoint_passes_a_tuple_argument_through": (
+        "x = torch.ones(2, requires_grad=True)\n"
+        "pair = (torch.ones(1), 3.0, 'z')\n"
+        "f = lambda a, t: (a * t[1]).sin() + t[0].sum()\n"
+        "y = torch.utils.checkpoint.checkpoint(f, x, pair, use_reentrant=False)\n"
+        "y.sum().backward()\n"
+        "result = x.grad"),
 }
 
 

@@ -69,7 +69,7 @@ class BackwardHook:
         self.input_positions: list[int] | None = None
         self.output_positions: list[int] | None = None
 
-    def _wrap(self, values: tuple[Any, ...], on_node: Callable[[Any], None]
+    def _wrap(self, values: tuple[Any, ...], node_hook: Callable[..., Any]
               ) -> tuple[tuple[Any, ...], list[int] | None]:
         positions = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
         tensors = [values[i] for i in positions]
@@ -79,8 +79,7 @@ class BackwardHook:
         if len(wrapped) == 0:
             raise RuntimeError("Cannot set Module backward hook for a Module with no input "
                                "Tensors.")
-        node = next(t.grad_fn for t in wrapped if t.grad_fn is not None)
-        on_node(node)
+        next(t.grad_fn for t in wrapped if t.grad_fn is not None).register_hook(node_hook)
         out = list(values)
         for i, t in zip(positions, wrapped, strict=True):
             out[i] = t
@@ -88,8 +87,7 @@ class BackwardHook:
 
     # ------------------------------------------------------------ inputs
     def setup_input_hook(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        res, self.input_positions = self._wrap(args, lambda node: node.register_hook(
-            self._input_hook))
+        res, self.input_positions = self._wrap(args, self._input_hook)
         self.n_inputs = len(args)
         return res
 
@@ -114,8 +112,7 @@ class BackwardHook:
     def setup_output_hook(self, result: Any) -> Any:
         single = not isinstance(result, tuple)
         values = (result,) if single else result
-        res, self.output_positions = self._wrap(values, lambda node: node.register_hook(
-            self._output_hook))
+        res, self.output_positions = self._wrap(values, self._output_hook)
         self.n_outputs = len(values)
         return res[0] if single else res
 

@@ -99,13 +99,10 @@ class Module:
             # always_call=True hooks run even when forward raised; what they return is ignored.
             for hook, with_kwargs, always_call in self._forward_hooks:
                 if always_call:
-                    if with_kwargs:
-                        hook(self, args, kwargs, None)
-                    else:
-                        hook(self, args, None)
+                    _forward_hook(self, hook, with_kwargs, args, kwargs, None)
             raise
         for hook, with_kwargs, _ in self._forward_hooks:
-            res = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+            res = _forward_hook(self, hook, with_kwargs, args, kwargs, result)
             if res is not None:
                 result = res
         if backward_hook is not None:
@@ -457,6 +454,11 @@ class Module:
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
+
+
+def _forward_hook(module: Module, hook: Callable[..., Any], with_kwargs: bool,
+                  args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    return hook(module, args, kwargs, result) if with_kwargs else hook(module, args, result)
 
 
 _DEPRECATED = ("is deprecated and will be removed in future versions. This hook will be missing "
