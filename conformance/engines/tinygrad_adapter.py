@@ -1,40 +1,49 @@
-"""Adapter for tinygrad (https://github.com/tinygrad/tinygrad) 0.12, on its PYTHON device.
+"""Adapter for tinygrad (https://github.com/tinygrad/tinygrad) 0.14, on its compiled CPU device.
 
-tinygrad picks its device once, from the environment, the first time `Device.DEFAULT` is read
-(`DEV=<name>`, or a variable named after the device set to 1), else the first device that
-opens. Its CPU device compiles kernels with clang; the PYTHON device interprets them and needs
-no compiler, so this module sets `DEV=PYTHON` before tinygrad is imported, unless the
-environment already chose a device. 0.12 is the last release whose tensors have
-`requires_grad`.
+tinygrad picks its device once, from the environment (`DEV=<name>`), the first time
+`Device.DEFAULT` is read. Its CPU device compiles kernels with a C compiler (`$CC`, else
+`clang`); its PYTHON device interprets them and needs none. So `make_engine()` sets `DEV=CPU`
+where that compiler is on PATH and `DEV=PYTHON` where it is not, before tinygrad is imported,
+unless the environment already chose a device; the engine's `device` and its repro scripts say
+which.
 
-Tensors are tinygrad's own, which share many of PyTorch's names (`requires_grad`,
-`requires_grad_`, `grad`, `backward`, `detach`, `clone`, `sum`, `reshape`, `view`, `expand`,
-`relu`, `softmax`, ...); the `torch` namespace adds the factories and functions PyTorch has at
-module level:
+Tensors are tinygrad's own, which share many of PyTorch's names (`grad`, `backward`, `detach`,
+`clone`, `sum`, `reshape`, `view`, `expand`, `relu`, `softmax`, ...); the `torch` namespace adds
+the factories and functions PyTorch has at module level:
 
 | case language | tinygrad |
 | --- | --- |
-| `torch.tensor(v, dtype=d, requires_grad=r)` | `Tensor(v, dtype=d, requires_grad=r)` |
+| `torch.tensor(v, dtype=d, requires_grad=r)` | `Tensor(v, dtype=d)` |
 | `torch.zeros/ones/full/empty/arange`, `*_like` | `Tensor.zeros/ones/full/empty/arange` |
 | `torch.rand/randn/..._like` | values drawn from the runner's generator |
-| `torch.float32`, `torch.int64`, ... | `dtypes.float32`, `dtypes.int64`, ... |
+| `torch.float32`, `torch.int8`, ... | `dtypes.float32`, `dtypes.int8`, ... |
+| `torch.nan`, `torch.inf` | `math.nan`, `math.inf` (what tinygrad's tensors take) |
 | `torch.exp(t)`, `torch.sum(t, d)`, `torch.relu(t)`, ... | the tensor method `t.exp()`, ... |
 | `torch.cat/stack(ts, d)` | `Tensor.cat/stack(*ts, dim=d)` |
 | `torch.where(c, a, b)` | `c.where(a, b)` |
 
+`requires_grad=`: since 0.13 tinygrad has no such flag. `backward()` fills `.grad` for every
+live floating-point tensor of the graph (tinygrad 0.14: "every in-scope float tensor with a
+device"), so every float tensor is differentiable, as if it required grad. The keyword of the
+constructors and factories is therefore accepted and dropped: `True` is what tinygrad does
+anyway, and `False` cannot be expressed (a case that relies on it fails on the `.grad` it then
+gets). Reading or setting `.requires_grad` and calling `requires_grad_()` reach tinygrad's
+tensors and fail with their own AttributeError: the adapter invents no flag.
+
 tinygrad records no backward graph: a tensor's history is the lazy UOp graph of its forward
 computation, differentiated as a whole when `backward()` runs. So there is no `grad_fn`,
-`is_leaf`, node or `retain_grad`, and no grad mode; those reads fail the case with tinygrad's
-own AttributeError. The features declared are those tinygrad has: tensor autograd state
-(`requires_grad`, `grad`, `backward`), `inplace` (`assign`, item assignment, augmented
-assignment; a write to a slice or a detached tensor does not reach its base, so no `views`),
-object identity and float16. Messages are compared by type only.
+`is_leaf`, node or `retain_grad`, and no grad mode; those reads fail too. The features declared
+are those tinygrad has: tensor autograd state (`.grad` and `backward`, without the flag, as
+above), `inplace` (`assign`, item assignment, augmented assignment; no `views`), object
+identity and float16/bfloat16. Messages are compared by type only.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -46,16 +55,24 @@ from conformance.engines.base import Engine, EngineUnavailable
 from conformance.engines.generic import TorchLikeEngine
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "tinygrad.yaml"
-DTYPES = ("bool", "float16", "float32", "float64", "int32", "int64")
+DTYPES = ("bool", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
+          "int64", "uint8")
 METHODS = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "relu", "sigmoid", "softmax",
-           "log_softmax", "matmul", "maximum", "minimum", "sum", "mean")
+           "log_softmax", "matmul", "max", "min", "maximum", "minimum", "sum", "mean")
 """`torch.<name>(t, ...)` is `t.<name>(...)` in tinygrad."""
 FEATURES = frozenset({"autograd_state", "inplace", "identity", "half"})
 
 
+def choose_device() -> str:
+    """`DEV` as the environment set it, else CPU where its C compiler is on PATH, else PYTHON."""
+    if os.environ.get("DEV"):
+        return os.environ["DEV"]
+    return "CPU" if shutil.which(os.environ.get("CC", "clang")) else "PYTHON"
+
+
 def make_engine() -> Engine:
     """The entry point `tinygrad` (group `autograd_conformance.engines`)."""
-    os.environ.setdefault("DEV", "PYTHON")
+    os.environ["DEV"] = choose_device()
     try:
         import tinygrad
     except ImportError as exc:
@@ -69,39 +86,38 @@ def _torch_view(tinygrad: Any) -> ModuleType:
     torch = ModuleType("torch")
     torch.__version__ = importlib.metadata.version("tinygrad")
     torch.Tensor = tensor_cls
+    torch.nan, torch.inf = math.nan, math.inf
     for name in DTYPES:
         setattr(torch, name, getattr(dtypes, name))
     for name in METHODS:
         setattr(torch, name, _method(name))
     torch.mm = torch.matmul
 
+    # `requires_grad` is dropped everywhere: see the module docstring.
     def tensor(data: Any, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Any:
         if isinstance(data, tensor_cls):
             data = data.numpy()
-        elif isinstance(data, np.ndarray) and dtype is None and data.dtype == np.float64:
-            dtype = dtypes.float64  # tinygrad keeps float64 data as float32 unless told
-        return tensor_cls(data, dtype=dtype, requires_grad=requires_grad)
+        return tensor_cls(data, dtype=dtype)
 
     def factory(name: str) -> Callable[..., Any]:
         def make(*size: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Any:
-            return getattr(tensor_cls, name)(*_sizes(size), **_options(dtype, requires_grad))
+            return getattr(tensor_cls, name)(*_sizes(size), dtype=dtype)
         return make
 
     def like(name: str) -> Callable[..., Any]:
         def make(input: Any, *, dtype: Any = None, requires_grad: bool = False) -> Any:
-            return getattr(tensor_cls, name)(*input.shape,
-                                             **_options(dtype or input.dtype, requires_grad))
+            return getattr(tensor_cls, name)(*input.shape, dtype=dtype or input.dtype)
         return make
 
     def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False) -> Any:
-        return tensor_cls.full(_sizes((size,)), fill_value, **_options(dtype, requires_grad))
+        return tensor_cls.full(_sizes((size,)), fill_value, dtype=dtype)
 
     def arange(*args: Any, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Any:
-        return tensor_cls.arange(*args, **_options(dtype, requires_grad))
+        return tensor_cls.arange(*args, dtype=dtype)
 
     torch.tensor, torch.full, torch.arange = tensor, full, arange
     for name in ("zeros", "ones", "empty"):
@@ -138,11 +154,6 @@ def _method(name: str) -> Callable[..., Any]:
     return call
 
 
-def _options(dtype: Any, requires_grad: bool) -> dict[str, Any]:
-    """tinygrad's factories take dtype only when one is given (None is not a dtype to them)."""
-    return {"requires_grad": requires_grad} | ({} if dtype is None else {"dtype": dtype})
-
-
 def _sizes(sizes: tuple[Any, ...]) -> tuple[int, ...]:
     """`f(2, 3)` and `f((2, 3))` alike, as PyTorch's size arguments."""
     if len(sizes) == 1 and not isinstance(sizes[0], int):
@@ -156,9 +167,10 @@ class TinygradEngine(TorchLikeEngine):
     expectations = EXPECTATIONS
 
     def __init__(self, tinygrad: Any) -> None:
+        device = os.environ["DEV"]
         super().__init__("tinygrad", "tinygrad", message_strictness="type",
                          torch_version="2.13.0",
-                         repro_import="import os\nos.environ.setdefault('DEV', 'PYTHON')\n"
+                         repro_import=f"import os\nos.environ.setdefault('DEV', {device!r})\n"
                          "import tinygrad\n"
                          "from conformance.engines.tinygrad_adapter import _torch_view\n"
                          "torch = _torch_view(tinygrad)")
@@ -180,9 +192,12 @@ class TinygradEngine(TorchLikeEngine):
         return isinstance(obj, self.tinygrad.Tensor)
 
     def dtype_name(self, tensor: Any) -> str:
-        return np.dtype(self.tinygrad.dtype._to_np_dtype(tensor.dtype)).name
+        # A weak dtype (a tensor made from a Python number) has no NumPy twin: its own name.
+        np_dtype = self.tinygrad.dtype._to_np_dtype(tensor.dtype)
+        return tensor.dtype.name if np_dtype is None else np.dtype(np_dtype).name
 
     def device_name(self, tensor: Any) -> str:
-        # The PYTHON and CPU devices both keep tensors in host memory: PyTorch's "cpu".
+        # The PYTHON and CPU devices both keep tensors in host memory: PyTorch's "cpu". A tensor
+        # made from a Python number has no device in tinygrad (None).
         device = str(tensor.device)
         return "cpu" if device.split(":")[0] in ("PYTHON", "CPU") else device.lower()

@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = {
-    "tinygrad": ("tinygrad", "pip install tinygrad==0.12.0"),
+    "tinygrad": ("tinygrad", "pip install -c constraints.txt tinygrad"),
     "jax": ("jax", "pip install 'jax[cpu]==0.10.2'"),
     "paddle": ("paddle", "pip install paddlepaddle==3.3.1"),
     "torch-compiled-autograd": ("torch._dynamo.compiled_autograd",
@@ -30,13 +30,11 @@ SPECS = {"torch-compiled-autograd": "torch-compiled-autograd"}
 """How each engine is named on the command line (default: its adapter module's factory)."""
 FINDINGS = ROOT / "reports" / "findings"
 BUGS = {
-    "tinygrad": [
-        "requires_grad.flag-set-later-gets-grad",  # x.requires_grad = True: d/dx at 3 is 12
-        "clone.gradient-flows-to-original",  # clone() leaves the graph
-        "broadcasting.gradient-argument-dtype-is-cast",  # float64 gradient: internal error
-        "broadcasting.half-leaf-gets-half-grad",  # float16 grad unreadable on PYTHON
-        "errors.advanced-index-checks",  # out-of-bounds index reads 0
-    ],
+    # Every case of a BUG finding (reports/findings/tinygrad/findings.yaml).
+    "tinygrad": sorted(
+        case for finding in yaml.safe_load(
+            (FINDINGS / "tinygrad" / "findings.yaml").read_text())["findings"]
+        if finding["kind"] == "BUG" for case in finding["cases"]),
     "jax": [],
     "paddle": [
         "grad_mode.in-place-update-under-no-grad",  # w -= lr * w.grad stops requiring grad
