@@ -56,6 +56,17 @@ from refimpl.autograd.grad_mode import (
     set_grad_enabled,
 )
 # The public functions check their arguments as PyTorch's binding does (refimpl.ops.signatures).
+from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names
+    amax,
+    amin,
+    ceil,
+    floor,
+    nan_to_num,
+    prod,
+    round,
+    sort,
+    trunc,
+)
 from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
     add,
@@ -175,6 +186,16 @@ __all__ = [
     "cdouble",
     "cfloat",
     "clamp",
+    "amax",
+    "amin",
+    "ceil",
+    "floor",
+    "linalg",
+    "nan_to_num",
+    "prod",
+    "round",
+    "sort",
+    "trunc",
     "clip",
     "clone",
     "complex128",
@@ -297,4 +318,4 @@ def is_inference(input: Tensor) -> bool:  # noqa: A002 - PyTorch's parameter nam
 # `torch.nn` and `torch.utils` are reachable as attributes after `import torch`; the same
 # holds here. They come last because they build on everything above (checkpoint wraps
 # Functions and modules).
-from refimpl import nn, utils  # noqa: E402, F401
+from refimpl import linalg, nn, utils  # noqa: E402, F401

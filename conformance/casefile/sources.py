@@ -19,10 +19,14 @@ from pathlib import Path
 from conformance.casefile.case import line_of
 from conformance.casefile.files import read_yaml
 
-KINDS = ("blog", "forum", "article", "docstring")
-_FIELDS = ("id", "title", "author", "site", "kind", "reflects", "file", "object", "notes",
+KINDS = ("blog", "forum", "article", "docstring", "docs")
+_FIELDS = ("id", "title", "author", "site", "kind", "reflects", "file", "object", "url", "notes",
            "pytorch_docs")
 _REQUIRED = ("id", "title", "author", "site", "kind", "reflects")
+# What each kind needs past the common fields: a docstring names its object; a page of PyTorch's
+# documentation (kind `docs`, such as the autograd notes) its address and the text file its quotes
+# were checked against; the other kinds that file.
+_KIND_FIELDS = {"docstring": ("object",), "docs": ("file", "url")}
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -44,6 +48,8 @@ class SourceDocument:
     reflects: str
     file: str = ""
     """The plain-text copy the quotes are checked against (documents other than docstrings)."""
+    url: str = ""
+    """For kind `docs`: the address of the PyTorch documentation page the text was taken from."""
     object: str = ""
     """For kind `docstring`: the dotted name of the PyTorch object whose docstring is the text
     (`torch.autograd.Function.save_for_backward`)."""
@@ -82,7 +88,7 @@ def load_sources(path: Path) -> tuple[dict[str, SourceDocument], list[tuple[int,
             problems.append((line, "each document is a mapping (id, title, author, ...)"))
             continue
         unknown = sorted(set(map(str, entry)) - set(_FIELDS))
-        required = (*_REQUIRED, "object" if entry.get("kind") == "docstring" else "file")
+        required = (*_REQUIRED, *_KIND_FIELDS.get(entry.get("kind"), ("file",)))
         missing = [key for key in required if not isinstance(entry.get(key), str)
                    or not entry.get(key).strip()]
         if unknown:
@@ -108,8 +114,8 @@ def load_sources(path: Path) -> tuple[dict[str, SourceDocument], list[tuple[int,
         documents[entry["id"]] = SourceDocument(
             id=entry["id"], title=entry["title"], author=entry["author"], site=entry["site"],
             kind=entry["kind"], reflects=entry["reflects"], file=str(entry.get("file") or ""),
-            object=str(entry.get("object") or ""), notes=str(entry.get("notes") or ""),
-            pytorch_docs=tuple(quotes))
+            object=str(entry.get("object") or ""), url=str(entry.get("url") or ""),
+            notes=str(entry.get("notes") or ""), pytorch_docs=tuple(quotes))
     return documents, problems
 
 

@@ -28,7 +28,7 @@ from refimpl.ops import apply, signatures
 from refimpl.ops import functional as core
 
 __all__ = ["linear", "conv2d", "l1_loss", "mse_loss", "dropout", "batch_norm", "relu",
-           "sigmoid", "softmax", "log_softmax", "tanh"]
+           "relu6", "hardtanh", "sigmoid", "softmax", "log_softmax", "tanh"]
 
 
 
@@ -309,6 +309,16 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return input.relu_()
     return core.relu(input)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    """Clamp to [min_val, max_val] with a zero gradient at the bounds (clamp passes it)."""
+    return core.hardtanh(input, min_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return core.hardtanh(input, 0.0, 6.0)
 
 
 def _softmax_dim(name: str, ndim: int) -> int:

@@ -463,7 +463,7 @@ THRESHOLD_BACKWARD = defop(
     # relu's gradient as its own op, so it stays connected to ``result`` as in PyTorch.
     "threshold_backward", "ThresholdBackwardBackward0",
     lambda xp, grad_output, self, *, threshold=0:
-        _keep_where(xp, self > threshold, grad_output),
+        _keep_where(xp, ~(self <= threshold), grad_output),  # NaN passes, as in PyTorch
     {"grad_output": lambda grad, self, threshold:
          F.apply(THRESHOLD_BACKWARD, (grad, self), {"threshold": threshold}),
      "self": lambda grad: F.zeros_like(grad)},
@@ -503,6 +503,129 @@ SIGN = defop("sign", "SignBackward0", lambda xp, self: xp.sign(self),
 ABS = defop("abs", "AbsBackward0", lambda xp, self: xp.abs(self),
             {"self": lambda grad, self: grad * F.apply(SGN, (self,))}, holomorphic=False,
             layout="elementwise")
+def _zero_gradient(grad: Any) -> Any:
+    return F.zeros_like(grad)
+
+
+# Rounding: a zero gradient everywhere, the jumps included.
+FLOOR = defop("floor", "FloorBackward0", lambda xp, self: xp.floor(self),
+              {"self": _zero_gradient}, layout="elementwise")
+CEIL = defop("ceil", "CeilBackward0", lambda xp, self: xp.ceil(self),
+             {"self": _zero_gradient}, layout="elementwise")
+ROUND = defop("round", "RoundBackward0", lambda xp, self: xp.round(self),
+              {"self": _zero_gradient}, layout="elementwise")
+TRUNC = defop("trunc", "TruncBackward0", lambda xp, self: xp.trunc(self),
+              {"self": _zero_gradient}, layout="elementwise")
+HARDTANH = defop(
+    # Unlike clamp, the gradient passes only strictly inside (min_val, max_val).
+    "hardtanh", "HardtanhBackward0",
+    lambda xp, self, *, min_val=-1.0, max_val=1.0:
+        xp.clip(self, min_val, max_val).astype(self.dtype, copy=False),
+    {"self": lambda grad, self, min_val, max_val:
+         _masked(grad, (self > min_val) & (self < max_val))},
+    layout="elementwise",
+)
+NAN_TO_NUM = defop(
+    # PyTorch: grad * isfinite(self): the replaced elements get no gradient.
+    "nan_to_num", "NanToNumBackward0",
+    lambda xp, self, *, nan=0.0, posinf=None, neginf=None:
+        xp.nan_to_num(self, nan=nan, posinf=posinf, neginf=neginf),
+    {"self": lambda grad, self: _masked(grad, (self == self) & (self.abs() != math.inf))},
+    layout="elementwise",
+)
+
+
+def _amax_backward(grad: Any, self: Any, result: Any, dim: tuple[int, ...],
+                   keepdim: bool) -> Any:
+    # PyTorch's scale_grad_by_count(restore_reduced_dims(grad), restore(result) == self):
+    # an even split between the elements equal to the extreme; none equals NaN (0 / 0).
+    shape = tuple(self.shape)
+    mask = self == sum_backward(result, shape, dim, keepdim)
+    count = mask.sum(dim, keepdim=True) if shape else mask.sum()
+    return sum_backward(grad, shape, dim, keepdim) / count * mask
+
+
+AMAX = defop(
+    "amax", "AmaxBackward0",
+    lambda xp, self, *, dim, keepdim=False: self.max(axis=dim, keepdims=keepdim),
+    {"self": lambda grad, self, result, dim, keepdim:
+         _amax_backward(grad, self, result, dim, keepdim)},
+    layout="contiguous",
+)
+AMIN = defop(
+    "amin", "AminBackward0",
+    lambda xp, self, *, dim, keepdim=False: self.min(axis=dim, keepdims=keepdim),
+    {"self": lambda grad, self, result, dim, keepdim:
+         _amax_backward(grad, self, result, dim, keepdim)},
+    layout="contiguous",
+)
+
+
+def _prod_backward(grad: Any, self: Any, result: Any) -> Any:
+    # PyTorch's prod_backward: grad * result / self without zeros; with one zero only that
+    # element gets the product of the others; with two or more every gradient is 0.
+    zero = self == 0
+    zeros = int(zero.sum().item())
+    if zeros == 0:
+        return grad * result / self
+    if zeros > 1:
+        return F.zeros_like(self)
+    others = F.where(zero, F.ones_like(self), self).prod()
+    return _masked(grad * others, zero)
+
+
+PROD = defop("prod", "ProdBackward0", lambda xp, self: xp.asarray(self.prod(), dtype=self.dtype),
+             {"self": lambda grad, self, result: _prod_backward(grad, self, result)})
+
+
+def _sort_forward(xp: Any, self: Any, *, dim: int = -1, descending: bool = False) -> Any:
+    # Stable either way; descending keeps tied elements in their order too.
+    order = xp.argsort(-self if descending else self, axis=dim, kind="stable")
+    return xp.take_along_axis(self, order, axis=dim), order.astype(xp.int64)
+
+
+SORT = defop(
+    "sort.stable", "SortBackward0", _sort_forward,
+    {"self": lambda grad, dim, indices, self_shape:
+         _select_reduction_backward(grad, dim % max(len(self_shape), 1), indices, self_shape,
+                                    True)},
+    extra_outputs=("indices",),
+    layout="contiguous",
+)
+
+
+def _vector_norm_forward(xp: Any, self: Any, *, ord: float = 2.0) -> Any:
+    a = xp.abs(self).reshape(-1)
+    if ord == math.inf:
+        value = a.max() if a.size else 0.0
+    elif ord == 1:
+        value = a.sum()
+    else:
+        value = (a ** ord).sum() ** (1.0 / ord)
+    return xp.asarray(value, dtype=self.dtype)
+
+
+def _vector_norm_backward(grad: Any, self: Any, result: Any, ord: float) -> Any:
+    # PyTorch's norm_backward: 0 at the zero vector (the subgradient of minimum norm); the
+    # infinity norm splits its gradient between the tied largest magnitudes.
+    if ord == math.inf:
+        mask = self.abs() == result
+        return grad * F.apply(SIGN, (self,)) * mask / mask.sum()
+    if ord == 1:
+        return grad * F.apply(SIGN, (self,))
+    zero = result == 0
+    safe = F.where(zero, F.ones_like(result), result)
+    if ord == 2:
+        scaled = self / safe
+    else:
+        scaled = F.apply(SIGN, (self,)) * self.abs().pow(ord - 1) / safe.pow(ord - 1)
+    return _masked(grad * scaled, ~zero)
+
+
+LINALG_VECTOR_NORM = defop(
+    "linalg_vector_norm", "LinalgVectorNormBackward0", _vector_norm_forward,
+    {"self": lambda grad, self, result, ord: _vector_norm_backward(grad, self, result, ord)},
+)
 CONJ = defop("conj", "ConjBackward0", lambda xp, self: xp.conj(self),
              {"self": lambda grad: grad.conj()}, holomorphic=False)
 REAL = defop(

@@ -594,6 +594,67 @@ def sgn(input: Tensor) -> Tensor:
     return apply(D.SGN, (input,))
 
 
+def floor(input: Tensor) -> Tensor:
+    return apply(D.FLOOR, (input,))
+
+
+def ceil(input: Tensor) -> Tensor:
+    return apply(D.CEIL, (input,))
+
+
+def round(input: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
+    return apply(D.ROUND, (input,))
+
+
+def trunc(input: Tensor) -> Tensor:
+    return apply(D.TRUNC, (input,))
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return apply(D.HARDTANH, (input,), {"min_val": min_val, "max_val": max_val})
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = None
+               ) -> Tensor:
+    return apply(D.NAN_TO_NUM, (input,), {"nan": nan, "posinf": posinf, "neginf": neginf})
+
+
+def _all_dims(dim: Any, ndim: int) -> tuple[int, ...]:
+    return tuple(range(ndim)) if dim is None or dim == () else _dims(dim, ndim)
+
+
+def amax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """The largest value of each slice; ties share the gradient evenly (NaN: all NaN)."""
+    return apply(D.AMAX, (input,), {"dim": _all_dims(dim, input.dim()), "keepdim": keepdim})
+
+
+def amin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return apply(D.AMIN, (input,), {"dim": _all_dims(dim, input.dim()), "keepdim": keepdim})
+
+
+def prod(input: Tensor) -> Tensor:
+    return apply(D.PROD, (input,))
+
+
+return_types_sort = namedtuple("sort", ["values", "indices"])
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    """Sorted values and their indices; the gradient goes back through the indices."""
+    values, indices = apply(D.SORT, (input,), {"dim": _wrap_dim(dim, input.dim()),
+                                               "descending": descending})
+    return return_types_sort(values, indices)
+
+
+def vector_norm(x: Tensor, ord: float = 2, dim: Any = None) -> Tensor:
+    """``torch.linalg.vector_norm`` of all elements (2, 1, inf or another positive p)."""
+    return apply(D.LINALG_VECTOR_NORM, (x,), {"ord": float(ord)})
+
+
+def norm(input: Tensor, p: Any = "fro") -> Tensor:
+    return vector_norm(input, 2 if p == "fro" else p)
+
+
 def sign(input: Tensor) -> Tensor:
     """Signs of the elements (``SignBackward0``: a zero gradient)."""
     return apply(D.SIGN, (input,))
@@ -1120,6 +1181,10 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     target_dtype = dtype or input.dtype
     if target_dev is input._device and target_dtype is input.dtype and not copy:
         return input
+    if target_dtype.kind not in "fc":
+        # An integer result is not differentiable: PyTorch records no node for it.
+        with grad_mode.no_grad():
+            return apply(D.TO_COPY, (input,), {"dtype": target_dtype, "device": target_dev})
     return apply(D.TO_COPY, (input,), {"dtype": target_dtype, "device": target_dev})
 
 
@@ -1218,7 +1283,9 @@ def _bind() -> None:
         "t_": inplace.t_, "transpose_": inplace.transpose_, "swapdims_": inplace.transpose_,
         "swapaxes_": inplace.transpose_, "squeeze_": inplace.squeeze_,
         "unsqueeze_": inplace.unsqueeze_, "relu_": inplace.relu_,
-        "sign": sign, "sgn": sgn, "median": median, "narrow": narrow, "split": split,
+        "sign": sign, "sgn": sgn, "floor": floor, "ceil": ceil, "round": round,
+        "trunc": trunc, "nan_to_num": nan_to_num, "amax": amax, "amin": amin, "prod": prod,
+        "sort": sort, "norm": norm, "median": median, "narrow": narrow, "split": split,
         "unsafe_split": unsafe_split, "chunk": chunk,
         "split_with_sizes": lambda self, split_sizes, dim=0: split(self, list(split_sizes), dim),
         "diagonal": diagonal, "repeat": repeat,
