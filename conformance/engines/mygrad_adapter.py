@@ -53,6 +53,7 @@ are compared by type only. Known failures are listed in `conformance/expectation
 from __future__ import annotations
 
 import importlib.metadata
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ from conformance.engines.base import Engine, EngineUnavailable
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "mygrad.yaml"
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
-UNARY = ("exp", "log", "sin", "cos", "tanh", "sqrt", "abs")
+UNARY = ("exp", "log", "sin", "cos", "tanh", "sqrt", "abs", "floor", "ceil", "trunc")
 """Elementwise functions with the same name in PyTorch and MyGrad."""
 BINARY = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "pow": "power"}
 """PyTorch's method name -> MyGrad's ufunc."""
@@ -521,6 +522,9 @@ class _Torch:
         for name in ACTIVATIONS:
             setattr(self, name, getattr(Tensor, name))
         self.matmul = self.mm = lambda a, b: Tensor(mygrad.matmul(_unwrap(a), _unwrap(b)))
+        for name, ufunc in (("maximum", "maximum"), ("minimum", "minimum"), ("pow", "power")):
+            setattr(self, name, _binary(getattr(mygrad, ufunc)))
+        self.nan, self.inf = math.nan, math.inf
         functional = {name: getattr(Tensor, name) for name in ACTIVATIONS}
         self.nn = _Missing("nn", functional=_Missing("F", **functional))
 
@@ -534,6 +538,12 @@ class _Torch:
                 dtype: Any, requires_grad: bool) -> Tensor:
         values = fill(_sizes(size))
         return self.tensor(values.astype(dtype or np.float32), requires_grad=requires_grad)
+
+    def arange(self, *args: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+        values = np.arange(*args)
+        if dtype is None and values.dtype == np.float64:
+            dtype = np.float32  # PyTorch's default dtype
+        return self.tensor(values.astype(dtype or values.dtype), requires_grad=requires_grad)
 
     def zeros(self, *size: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         return self._filled(np.zeros, size, dtype, requires_grad)
@@ -594,4 +604,8 @@ class _Torch:
 
 def _unary(function: Callable[[Any], Any]) -> Callable[[Any], Tensor]:
     return lambda tensor: Tensor(function(_unwrap(tensor)))
+
+
+def _binary(function: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Tensor]:
+    return lambda input, other: Tensor(function(_unwrap(input), _unwrap(other)))
 

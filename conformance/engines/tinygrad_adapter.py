@@ -41,6 +41,7 @@ identity and float16/bfloat16. Messages are compared by type only.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import math
 import os
 import shutil
@@ -58,7 +59,8 @@ EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "tinygr
 DTYPES = ("bool", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
           "int64", "uint8")
 METHODS = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "relu", "sigmoid", "softmax",
-           "log_softmax", "matmul", "max", "min", "maximum", "minimum", "sum", "mean")
+           "log_softmax", "matmul", "max", "min", "maximum", "minimum", "sum", "mean", "floor",
+           "ceil", "round", "trunc", "sign", "prod", "pow", "sort", "reciprocal")
 """`torch.<name>(t, ...)` is `t.<name>(...)` in tinygrad."""
 FEATURES = frozenset({"autograd_state", "inplace", "identity", "half"})
 
@@ -146,9 +148,11 @@ class _Missing(ModuleType):
 
 def _method(name: str) -> Callable[..., Any]:
     def call(input: Any, *args: Any, **kwargs: Any) -> Any:
-        if "dim" in kwargs:
+        method = getattr(input, name)
+        # Reductions name the dimension axis=; sort takes dim= as PyTorch does.
+        if "dim" in kwargs and "dim" not in inspect.signature(method).parameters:
             kwargs["axis"] = kwargs.pop("dim")
-        return getattr(input, name)(*args, **kwargs)
+        return method(*args, **kwargs)
 
     call.__name__ = name
     return call

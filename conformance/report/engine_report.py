@@ -2,10 +2,12 @@
 
 For each engine it runs the suite (in worker processes, at both levels) and writes
 `reports/engines/<name>.md`: the figures at both levels, then what an engine's maintainers can
-act on, the genuine divergences first. An expectations entry whose reason starts with `BUG:` is
-a genuine divergence (a wrong value, a lost flag, a crash), and its reason carries a one-line
-repro in the engine's own API; every other xfail is grouped by its reason, the semantic ones
-before those that differ only in PyTorch's surface (node names, messages).
+act on: the findings first (`reports/findings/<engine>/findings.yaml`, one per root cause, each
+script run now), then every case whose expectations reason starts with `BUG:` (a genuine
+divergence, naming its finding), then every other xfail grouped by its reason, the semantic ones
+before those that differ only in PyTorch's surface (node names, messages). Reasons starting with
+`ADAPTER:` are gaps of the adapter, not of the engine, and go to a separate to-do list. A report
+whose engine can run too few cases says so before anything else.
 
     python -m conformance engine-report mygrad tinygrad jax paddle    # rewrites all four
 
@@ -28,6 +30,9 @@ from conformance.report.formats import markdown_code, markdown_text, terminal_te
 
 DEFAULT_OUT = Path("reports") / "engines"
 BUG = "BUG:"
+ADAPTER = "ADAPTER:"
+LOW_COVERAGE = 0.5
+"""Below this share of cases applicable (not unsupported), a report warns that it says little."""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -96,14 +101,20 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
         "warns; `full` also to PyTorch's surface (node names, messages, repr, identity). "
         "`unsupported`: the case needs a feature the adapter does not declare.",
     ]
+    applicable = len(run.results) - semantic["unsupported"]
+    if applicable < LOW_COVERAGE * len(run.results):
+        lines += ["", f"**Coverage is too low to say much:** only {applicable} of "
+                  f"{len(run.results)} cases apply to this engine; the rest need features the "
+                  "adapter does not declare. Passing here says nothing about those parts of "
+                  "autograd."]
     if findings is not None:
         lines += render_findings(findings)
     xfails = [r for r in run.results if r.verdict == "xfail"]
     bugs = [r for r in xfails if (r.reason or "").startswith(BUG)]
-    lines += ["", "## Genuine divergences", ""]
+    adapter = [r for r in xfails if (r.reason or "").startswith(ADAPTER)]
+    lines += ["", "## Cases that fail on a bug", ""]
     if bugs:
-        lines += ["Wrong values, lost state or crashes, each with a repro in the engine's own "
-                  "API:", ""]
+        lines += ["Each names its finding (above, with its repro in the engine's own API):", ""]
         for result in bugs:
             lines.append(f"- **{markdown_code(result.case_id, in_table=False)}** "
                          f"({_text(rules.get(result.case_id, ''))}): "
@@ -112,7 +123,7 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
         lines.append("None listed.")
     others: dict[tuple[str, str], list[str]] = defaultdict(list)
     for result in xfails:
-        if result in bugs:
+        if result in bugs or result in adapter:
             continue
         level = "semantics" if result.verdict_at("semantics") == "xfail" else "surface only"
         others[(level, result.reason or "")].append(result.case_id)
@@ -127,6 +138,16 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
                   "| ---: | --- | --- |"]
         lines += [f"| {len(ids)} | {_text(reason)} | {markdown_code(ids[0])} |"
                   for reason, ids in groups]
+    if adapter:
+        todo: dict[str, list[str]] = defaultdict(list)
+        for result in adapter:
+            todo[result.reason[len(ADAPTER):].strip()].append(result.case_id)
+        lines += ["", "## Adapter to-do", "",
+                  "Gaps of this project's adapter, not of the engine: these cases fail before "
+                  "they reach the engine's autograd.", "", "| cases | gap | e.g. |",
+                  "| ---: | --- | --- |"]
+        lines += [f"| {len(ids)} | {_text(gap)} | {markdown_code(ids[0])} |"
+                  for gap, ids in sorted(todo.items(), key=lambda item: (-len(item[1]), item[0]))]
     failing = [r for r in run.results if r.verdict in ("failed", "error")]
     if failing:
         lines += ["", "## Not yet in the expectations file", ""]

@@ -1,9 +1,14 @@
 """Root causes of an engine's divergences, as its maintainers would file them.
 
 `reports/findings/<engine>/findings.yaml` lists one entry per root cause: its kind (`BUG`,
-`LIMITATION`, `MESSAGE`), severity, title, the cases it fails, a standalone repro script beside
-the file, where PyTorch documents it (a limitation), its upstream status and, for a bug not found
-upstream, a draft issue. `engine-report` runs each script and prints its output in the report.
+`LIMITATION`, `MESSAGE`), severity, title, the API affected, what it was checked on, the cases it
+fails, a standalone repro script beside the file, where the behaviour is documented (a
+limitation), its upstream status and, for a bug not found upstream, a draft issue.
+`engine-report` runs each script and prints its output in the report.
+
+Every script is standalone (the engine's own API, no import of this project) and prints two
+labelled lines, named by the file's `compare` (default `[expected, actual]`: PyTorch's result,
+then the engine's); a finding holds only while the two differ, which the project's tests check.
 """
 
 from __future__ import annotations
@@ -13,11 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.casefile.files import read_yaml_list
+from conformance.casefile.files import read_yaml, read_yaml_list
 from conformance.report.formats import markdown_code, markdown_text
 
 KINDS = ("BUG", "LIMITATION", "MESSAGE")
-SEVERITIES = ("high", "medium", "low")
+SEVERITIES = ("crash", "wrong value", "inconsistent state", "parity")
+"""Worst first: a valid program dies or fails inside the engine (memory corrupted, a signal, an
+internal error); a value or gradient is silently wrong; a check is lost, or state carries over or
+contradicts itself; PyTorch's surface only (another message, order, warning, documented refusal)."""
+COMPARE = ("expected", "actual")
 DEFAULT_DIR = Path("reports") / "findings"
 SCRIPT_TIMEOUT = 300
 
@@ -26,12 +35,23 @@ class FindingsError(ValueError):
     """A findings file that does not say what a report needs; the message says where."""
 
 
+def compared(path: Path) -> tuple[str, str]:
+    """The labels of the two lines each script of `path` (a findings.yaml) prints."""
+    data, _ = read_yaml(path)
+    labels = data.get("compare", COMPARE) if isinstance(data, dict) else COMPARE
+    if not (isinstance(labels, list | tuple) and len(labels) == 2
+            and all(isinstance(x, str) and x.isidentifier() for x in labels)):
+        raise FindingsError(f"{path}: 'compare' must name two labels, e.g. [expected, actual]")
+    return labels[0], labels[1]
+
+
 def load_findings(path: Path) -> list[dict[str, Any]]:
     """The findings of `path` (a findings.yaml), checked: every field a report needs."""
     try:
         entries = read_yaml_list(path, "findings")
     except ValueError as exc:
         raise FindingsError(str(exc)) from None
+    compared(path)
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         where = f"{path}: finding {index}"
@@ -49,8 +69,10 @@ def load_findings(path: Path) -> list[dict[str, Any]]:
         if entry["severity"] not in SEVERITIES:
             raise FindingsError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
         if entry["kind"] == "LIMITATION" and not entry.get("source"):
-            raise FindingsError(f"{where}: a LIMITATION cites where PyTorch documents it "
+            raise FindingsError(f"{where}: a LIMITATION cites where it is documented "
                                 "('source')")
+        if not isinstance(entry["cases"], list):
+            raise FindingsError(f"{where}: 'cases' must be a list of case ids")
         if entry["kind"] == "BUG" and str(entry["upstream"]).startswith("not found") \
                 and not (entry.get("draft") or {}).get("body"):
             raise FindingsError(f"{where}: a bug not found upstream needs a draft issue "
@@ -84,22 +106,35 @@ def render_findings(findings_dir: Path, *, run: bool = True) -> list[str]:
     """Markdown lines: a summary table, then each finding with its script's output."""
     path = findings_dir / "findings.yaml"
     entries = load_findings(path)
+    first, second = compared(path)
     counts = {kind: sum(1 for e in entries if e["kind"] == kind) for kind in KINDS}
-    known = sum(1 for e in entries if str(e["upstream"]).startswith("known"))
+    upstream = [str(e["upstream"]) for e in entries]
+    known = sum(1 for u in upstream if u.startswith(("known", "fixed")))
+    if not entries:
+        return ["", "## Findings, one per root cause", "",
+                "None: no divergence of this engine is, once checked, a bug or a documented "
+                "limitation worth filing (the file, "
+                f"{markdown_code(str(path), in_table=False)}, says what was checked)."]
     lines = ["", "## Findings, one per root cause", "",
-             f"{len(entries)} root causes: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+             f"{len(entries)} root causes: " + ", ".join(f"{n} {k}" for k, n in counts.items()
+                                                          if n)
              + f"; {known} known upstream, {len(entries) - known} not found. Each script is "
-             "plain PyTorch (no import of this project) and prints the eager and the compiled "
-             "result side by side; they are in "
+             "standalone (the engine's own API, no import of this project) and prints "
+             f"`{first}:` and `{second}:` side by side; they are in "
              f"{markdown_code(str(findings_dir), in_table=False)}.",
              "", "| finding | kind | severity | cases | upstream |",
              "| --- | --- | --- | ---: | --- |"]
+    order = sorted(entries, key=lambda e: (KINDS.index(e["kind"]),
+                                          SEVERITIES.index(e["severity"])))
     lines += [f"| [{e['id']}](#{e['id']}) | {e['kind']} | {e['severity']} | {len(e['cases'])} | "
-              f"{markdown_text(str(e['upstream']))} |" for e in entries]
-    for entry in entries:
+              f"{markdown_text(str(e['upstream']))} |" for e in order]
+    for entry in order:
         lines += ["", f"### {entry['id']}", "",
-                  f"**{entry['kind']}** ({entry['severity']}): {markdown_text(entry['title'])}",
-                  "", "Cases: " + ", ".join(markdown_code(c, in_table=False)
+                  f"**{entry['kind']}** ({entry['severity']}): {markdown_text(entry['title'])}"]
+        for key, label in (("api", "API"), ("checked", "Checked on")):
+            if entry.get(key):
+                lines += ["", f"{label}: {markdown_text(str(entry[key]))}."]
+        lines += ["", "Cases: " + ", ".join(markdown_code(c, in_table=False)
                                             for c in entry["cases"]) + ".",
                   "", f"Upstream: {markdown_text(str(entry['upstream']))}."]
         if entry.get("source"):

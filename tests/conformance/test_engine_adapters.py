@@ -29,27 +29,18 @@ ENGINES = {
 SPECS = {"torch-compiled-autograd": "torch-compiled-autograd"}
 """How each engine is named on the command line (default: its adapter module's factory)."""
 FINDINGS = ROOT / "reports" / "findings"
-BUGS = {
-    # Every case of a BUG finding (reports/findings/tinygrad/findings.yaml).
-    "tinygrad": sorted(
-        case for finding in yaml.safe_load(
-            (FINDINGS / "tinygrad" / "findings.yaml").read_text())["findings"]
-        if finding["kind"] == "BUG" for case in finding["cases"]),
-    "jax": [],
-    "paddle": [
-        "grad_mode.in-place-update-under-no-grad",  # w -= lr * w.grad stops requiring grad
-        "errors.advanced-index-checks",  # out-of-bounds index reads past the end
-        "backward_options.create-graph-records-under-no-grad",  # gradient silently lost
-        "errors.assign-grad-shape-is-exact",  # .grad of another shape accepted
-        "fuzz_findings.item-assignment-converts-the-value-first",  # 1e300 stored as inf
-        "hooks.hook-returning-non-tensor",  # a hook returning a number segfaults
-    ],
-    # Every case of a BUG finding (reports/findings/torch-compiled-autograd/findings.yaml).
-    "torch-compiled-autograd": sorted(
-        case for finding in yaml.safe_load(
-            (FINDINGS / "torch-compiled-autograd" / "findings.yaml").read_text())["findings"]
-        if finding["kind"] == "BUG" for case in finding["cases"]),
-}
+
+
+def _bug_cases(engine: str) -> list[str]:
+    """Every case of a BUG finding of `engine` (reports/findings/<engine>/findings.yaml)."""
+    path = FINDINGS / engine / "findings.yaml"
+    if not path.is_file():
+        return []
+    return sorted(case for finding in yaml.safe_load(path.read_text())["findings"]
+                  if finding["kind"] == "BUG" for case in finding["cases"])
+
+
+BUGS = {engine: _bug_cases(engine) for engine in ENGINES}
 
 
 def _run_suite(engine: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
