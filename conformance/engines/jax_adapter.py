@@ -44,10 +44,11 @@ import numpy as np
 from conformance.engines.base import Engine, EngineUnavailable
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "jax.yaml"
-DTYPES = ("bool", "complex64", "float16", "float32", "float64", "int32", "int64")
+DTYPES = ("bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32",
+          "int64", "uint8")
 NUMPY_NAMES = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "matmul", "maximum",
                "minimum", "where", "stack", "zeros_like", "ones_like")
-RENAMED = {"mm": "matmul", "cat": "concatenate"}
+RENAMED = {"mm": "matmul"}
 ACTIVATIONS = ("relu", "sigmoid", "softmax", "log_softmax")
 
 
@@ -117,6 +118,7 @@ class _Torch(_Namespace):
             setattr(self, name, getattr(jnp, name))
         for name, target in RENAMED.items():
             setattr(self, name, getattr(jnp, target))
+        self.cat = _axis_as_dim(jnp.concatenate, default=0)
         activations = {name: _axis_as_dim(getattr(jax.nn, name)) for name in ACTIVATIONS}
         self.__dict__.update(activations)
         self.nn = _Namespace("nn", functional=_Namespace("F", **activations))
@@ -286,8 +288,9 @@ def _refuse_autograd(kwargs: dict[str, Any]) -> None:
                         "functions (jax.grad), not tensors")
 
 
-def _axis_as_dim(function: Callable[..., Any]) -> Callable[..., Any]:
-    def call(input: Any, dim: int | None = None, **kwargs: Any) -> Any:
+def _axis_as_dim(function: Callable[..., Any], default: int | None = None
+                  ) -> Callable[..., Any]:
+    def call(input: Any, dim: int | None = default, **kwargs: Any) -> Any:
         return function(input) if dim is None else function(input, axis=dim)
 
     call.__name__ = function.__name__
