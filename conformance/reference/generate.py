@@ -226,7 +226,7 @@ def home(site: Site) -> str:
         for topic in topics:
             said = summary(site.intros.get(topic, []))
             count = len(site.topics[topic])
-            out.append(f"- :doc:`{rst.text(_plain(topic))} </{topic}>` ({count} case"
+            out.append(f"- :doc:`{rst.text(site.title(topic))} </{topic}>` ({count} case"
                        f"{'s' if count != 1 else ''})" + (f": {rst.text(said)}" if said else ""))
         out.append("")
     out += [
@@ -300,11 +300,6 @@ def home(site: Site) -> str:
     return "\n".join(out)
 
 
-def _plain(topic: str) -> str:
-    """A topic's file name as words: `inplace_and_views` reads "inplace and views"."""
-    return topic.replace("_", " ")
-
-
 def comparisons_page(site: Site) -> str:
     out = [rst.heading("Comparisons", "="),
            "What users confuse, side by side. Each cell says what PyTorch does and links the "
@@ -337,9 +332,15 @@ def _comparisons_of(site: Site, cases: Sequence[Case]) -> list[Comparison]:
 
 
 def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
-    out = [rst.heading(rst.text(topic), "=")]
+    out = [rst.heading(rst.text(site.title(topic)), "=")]
     out.append(blocks_rst(site.intros.get(topic, [])))
     ids = [case.id for case in cases]
+    found_by_testing = site.placed_under(topic)
+    if found_by_testing:
+        out.append(f"**Also on this subject:** {len(found_by_testing)} rule"
+                   f"{'s' if len(found_by_testing) != 1 else ''} that mutation testing and "
+                   f"fuzzing found, listed :ref:`at the end of this page <{topic}-found-by-"
+                   "testing>`.\n")
     compared = _comparisons_of(site, cases)
     if compared:
         out.append("**Compared side by side:** " + "; ".join(
@@ -354,7 +355,23 @@ def topic_page(site: Site, topic: str, cases: Sequence[Case]) -> str:
             for r in site.results], [20, 80]))
     for case in cases:
         out.append(case_section(site, case))
+    if found_by_testing:
+        out.append(found_by_testing_section(site, topic, found_by_testing))
     return "\n".join(out)
+
+
+def found_by_testing_section(site: Site, topic: str, cases: Sequence[Case]) -> str:
+    """The rules filed by origin (`mutation_pins`, `fuzz_findings`) whose subject is `topic`:
+    each its rule and a link to the case on its own page (ids stay where they are filed)."""
+    out = [f".. _{topic}-found-by-testing:\n",
+           rst.heading("Also on this subject: rules found by testing", "-"),
+           "These cases are filed by how they were found, on the pages "
+           + " and ".join(f":doc:`{rst.text(site.title(t))} </{t}>`"
+                          for t in dict.fromkeys(c.topic for c in cases))
+           + ", and their subject is this page's. Each link opens the case with its example.\n"]
+    for case in cases:
+        out.append(f"- :spec:case:`{case.id}`: {rst.text(case.rule)}")
+    return "\n".join(out) + "\n"
 
 
 # -- sources -------------------------------------------------------------------------------------

@@ -57,6 +57,10 @@ def case_section(site: Site, case: Case) -> str:
         body.append(f"PyTorch {rst.text(versions)} words the {rst.text(kind)}: "
                     f"{rst.quoted(message)}\n")
     body += _what_to_do(site, case)
+    subject = site.subjects.get(case.id)
+    if subject is not None:
+        body.append(f"**Subject:** :doc:`{rst.text(site.title(subject))} </{subject}>` "
+                    "(the case is listed on that page too).\n")
     meta = [rst.code(_case_file(site, case))]
     if case.seed:
         meta.append(f"random data from seed {case.seed}")

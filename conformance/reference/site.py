@@ -66,6 +66,19 @@ class Site:
     """The home page's groups of topics: (title, the question it answers, topics)."""
     referenced_by: dict[str, list[str]] = field(default_factory=dict)
     """Case id -> the cases whose `see_also` or `fix` name it (the other end of each link)."""
+    titles: dict[str, str] = field(default_factory=dict)
+    """Topic -> the title its page and the sidebar show (`titles` of `topics.yaml`)."""
+    subjects: dict[str, str] = field(default_factory=dict)
+    """Case id -> the topic whose subject it is, for the cases filed by origin (`subjects` of
+    `topics.yaml`): their subject's page lists them too."""
+
+    def title(self, topic: str) -> str:
+        return self.titles.get(topic) or plain_title(topic)
+
+    def placed_under(self, topic: str) -> list[Case]:
+        """The cases filed by origin whose subject is `topic`, in their pages' order."""
+        return [case for cases in self.topics.values() for case in cases
+                if self.subjects.get(case.id) == topic]
 
     @property
     def case_by_id(self) -> dict[str, Case]:
@@ -144,6 +157,9 @@ def collect(spec_dir: Path = DEFAULT_SPEC_DIR, *, results: Sequence[EngineResult
         # A spec folder with fewer case files (a subset) shows only the tables it can link.
         comparisons=[t for t in tables if set(t.cases) <= {case.id for case in cases}],
         referenced_by=_referenced_by(cases),
+        titles=topic_titles(spec_dir / TOPIC_GROUPS, list(topics)),
+        subjects=case_subjects(spec_dir / TOPIC_GROUPS, cases,
+                               {p.stem for p in (spec_dir / "cases").glob("*.yaml")}),
     )
 
 
@@ -185,6 +201,77 @@ def topic_groups(path: Path, topics: list[str]) -> list[tuple[str, str, list[str
     rest = [topic for topic in topics if topic not in placed]
     if rest:
         found.append(("Other topics", "", rest))
+    return found
+
+
+def _topics_data(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise GenerateError(f"{path}: invalid YAML: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def plain_title(topic: str) -> str:
+    """A topic's file name as words, for a topic `topics.yaml` gives no title:
+    `inplace_and_views` reads "Inplace and views"."""
+    return topic.replace("_", " ").capitalize()
+
+
+def topic_titles(path: Path, topics: list[str]) -> dict[str, str]:
+    """The `titles` of `topics.yaml` (topic -> the readable title of its page), checked: each
+    a topic of the spec and a non-empty line. A topic without one is titled by `plain_title`."""
+    titles = _topics_data(path).get("titles") or {}
+    if not isinstance(titles, dict):
+        raise GenerateError(f"{path}: 'titles' must map each topic to its page's title")
+    found: dict[str, str] = {}
+    for topic, title in titles.items():
+        if not isinstance(title, str) or not title.strip():
+            raise GenerateError(f"{path}: the title of topic {topic!r} must be a non-empty "
+                                "string")
+        if topic in topics:
+            found[str(topic)] = " ".join(title.split())
+    return found
+
+
+def case_subjects(path: Path, cases: Sequence[Case], known_topics: set[str]) -> dict[str, str]:
+    """The `subjects` of `topics.yaml`: for each topic filed by origin (the rules mutation
+    testing and fuzzing found), each of its cases -> the topic whose subject it is.
+
+    Checked: every case of such a topic is placed, once, under a topic of the spec that is not
+    itself filed by origin; every id placed is a case of the topic it is listed under. A spec
+    folder holding only some case files (a subset) is checked for the cases it has."""
+    subjects = _topics_data(path).get("subjects") or {}
+    if not isinstance(subjects, dict):
+        raise GenerateError(f"{path}: 'subjects' must map each topic filed by origin to "
+                            "{case id: subject topic}")
+    by_topic: dict[str, list[str]] = defaultdict(list)
+    for case in cases:
+        by_topic[case.topic].append(case.id)
+    found: dict[str, str] = {}
+    for origin, placed in subjects.items():
+        if not isinstance(placed, dict):
+            raise GenerateError(f"{path}: subjects of {origin!r} must map each case id to the "
+                                "topic whose subject it is")
+        loaded = set(by_topic.get(origin, ()))
+        for case_id, subject in placed.items():
+            if not str(case_id).startswith(f"{origin}."):
+                raise GenerateError(f"{path}: {case_id!r} is listed under subjects of "
+                                    f"{origin!r} but is not a case of that topic")
+            if loaded and case_id not in loaded:
+                raise GenerateError(f"{path}: subjects of {origin!r} place {case_id!r}, which "
+                                    f"is not a case of cases/{origin}.yaml")
+            if subject not in known_topics or subject in subjects:
+                raise GenerateError(f"{path}: {case_id!r} is placed under {subject!r}, which is "
+                                    "not a topic of cases/ (or is itself filed by origin)")
+            if case_id in loaded:
+                found[case_id] = subject
+        missing = [case_id for case_id in by_topic.get(origin, ()) if case_id not in placed]
+        if missing:
+            raise GenerateError(f"{path}: place every case of {origin!r} under its subject; "
+                                f"missing: {', '.join(missing)}")
     return found
 
 
