@@ -13,12 +13,14 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy
+
 from refimpl import _backend, _dtype
 from refimpl._tensor import Tensor, wrap
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "rand", "randn", "ones", "zeros", "full",
            "empty", "arange", "rand_like", "randn_like", "ones_like", "zeros_like", "full_like",
-           "empty_like", "manual_seed", "Generator", "is_tensor"]
+           "empty_like", "manual_seed", "Generator", "is_tensor", "eye", "randint"]
 
 REQUIRES_GRAD_DTYPE = "Only Tensors of floating point and complex dtype can require gradients"
 COPY_CONSTRUCT_WARNING = (
@@ -217,6 +219,37 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: _dtype.dtype | 
         floats = any(isinstance(v, float) for v in (start, end, step))
         dtype = _dtype.float32 if floats else _dtype.int64
     return _finish(_backend.arange(start, end, step, dtype), dtype, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: _dtype.dtype | None = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    """An n by m leaf with ones on the diagonal."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    m = n if m is None else m
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    dtype = dtype or _dtype.float32
+    host = numpy.eye(n, m).astype(_backend.numpy_dtype(dtype))
+    return _finish(host, dtype, device, requires_grad)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: _dtype.dtype | None = None,
+            device: Any = None, requires_grad: bool = False,
+            generator: Generator | None = None) -> Tensor:
+    """Integers drawn uniformly from ``low`` up to ``high`` (exclusive; ``randint(high,
+    size)`` starts at 0), int64 unless ``dtype`` says otherwise."""
+    if size is None:
+        low, high, size = 0, low, high
+    dtype = dtype or _dtype.int64
+    if requires_grad and dtype.kind not in "fc":
+        raise RuntimeError(REQUIRES_GRAD_DTYPE)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    shape = _size((size,), "randint", sequence_only=True)
+    host = (generator or default_generator)._rng.integers(low, high, shape)
+    return _finish(_backend.as_host(host, dtype), dtype, device, requires_grad)
 
 
 def _like(t: Tensor, dtype: _dtype.dtype | None, device: Any) -> tuple[_dtype.dtype, Any]:

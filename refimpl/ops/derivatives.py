@@ -379,6 +379,74 @@ MEDIAN_DIM = defop(
     extra_outputs=("indices",),
     layout="contiguous",
 )
+def _nanmedian_forward(xp: Any, self: Any) -> Any:
+    # The lower median of the elements that are not NaN; NaN when all are (or none exist).
+    flat = self.reshape(-1)
+    if self.dtype.kind == "f":
+        flat = flat[~xp.isnan(flat)]
+    if flat.size == 0:
+        return xp.asarray(xp.nan, dtype=self.dtype)
+    return xp.asarray(xp.sort(flat)[(flat.size - 1) // 2])
+
+
+def _nanmedian_dim_forward(xp: Any, self: Any, *, dim: int, keepdim: bool = False) -> Any:
+    if self.ndim == 0:
+        return self.copy(), xp.zeros((), dtype=xp.int64)
+    order = xp.argsort(self, axis=dim, kind="stable")  # NaNs sort last
+    count = self.shape[dim]
+    if self.dtype.kind == "f":
+        count = (~xp.isnan(self)).sum(axis=dim, keepdims=True)
+    # The lower middle of the numbers of each slice; an all-NaN slice takes its first NaN.
+    position = xp.maximum((xp.asarray(count) - 1) // 2, 0)
+    position = xp.broadcast_to(position, self.shape[:dim] + (1,) + self.shape[dim + 1:])
+    pick = xp.take_along_axis(order, position, axis=dim)
+    values = xp.take_along_axis(self, pick, axis=dim)
+    if not keepdim:
+        values, pick = xp.squeeze(values, dim), xp.squeeze(pick, dim)
+    return values, pick.astype(xp.int64)
+
+
+NANMEDIAN = defop(
+    "nanmedian", "NanmedianBackward0", _nanmedian_forward,
+    {"self": lambda grad, self, result: _evenly_distribute(grad, self, result)},
+)
+NANMEDIAN_DIM = defop(
+    "nanmedian.dim", "NanmedianBackward1", _nanmedian_dim_forward,
+    {"self": lambda grad, dim, indices, self_shape, keepdim:
+         _select_reduction_backward(grad, dim, indices, self_shape, keepdim)},
+    extra_outputs=("indices",),
+    layout="contiguous",
+)
+
+
+def _trace_forward(xp: Any, self: Any) -> Any:
+    total = xp.trace(self)
+    return xp.asarray(total, dtype=xp.int64 if self.dtype.kind in "biu" else self.dtype)
+
+
+def _trace_backward(grad: Any, self_shape: tuple[int, ...]) -> Any:
+    # PyTorch's trace_backward: the gradient on the diagonal, zeros elsewhere.
+    eye = F.eye_mask(self_shape, grad.device)
+    return masked_fill(grad.expand(self_shape), ~eye, 0)
+
+
+TRACE = defop("trace", "TraceBackward0", _trace_forward,
+              {"self": lambda grad, self_shape: _trace_backward(grad, self_shape)})
+
+
+def _atan2_reciprocal(self: Any, other: Any) -> Any:
+    # 1 / (self^2 + other^2), 0 at the origin: PyTorch's gradient of atan2 is 0 there.
+    denominator = self * self + other * other
+    return masked_fill(denominator.reciprocal(), denominator == 0, 0)
+
+
+ATAN2 = defop(
+    "atan2", "Atan2Backward0",
+    lambda xp, self, other: xp.arctan2(self, other),
+    {"self": lambda grad, self, other: grad * (other * _atan2_reciprocal(self, other)),
+     "other": lambda grad, self, other: grad * (-self * _atan2_reciprocal(self, other))},
+    layout="elementwise",
+)
 MAXIMUM = defop(
     "maximum", "MaximumBackward0",
     lambda xp, self, other: xp.maximum(self, other),

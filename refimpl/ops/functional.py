@@ -21,7 +21,7 @@ from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import grad_mode
 from refimpl.autograd.graph import Node, init_node
 from refimpl.ops import derivatives as D
-from refimpl.ops.table import WrappedNumber, apply, same_device
+from refimpl.ops.table import WrappedNumber, apply, edge, same_device
 
 __all__ = [
     "add", "sub", "rsub", "mul", "div", "true_divide", "pow", "neg", "reciprocal", "matmul",
@@ -75,6 +75,14 @@ class return_types_median(_ReturnType, namedtuple("median", ["values", "indices"
 
     __slots__ = ()
     _op = "median"
+
+
+class return_types_nanmedian(_ReturnType,  # noqa: N801
+                             namedtuple("nanmedian", ["values", "indices"])):
+    """``(values, indices)`` of ``nanmedian(dim)``."""
+
+    __slots__ = ()
+    _op = "nanmedian"
 
 
 def promote(operands: Sequence[Any], to_float: bool = False, broadcast: bool = False
@@ -373,6 +381,132 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     return return_types_median(values, indices)
 
 
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """``median`` ignoring NaN (NaN only where every element is); the gradient goes to the
+    median element(s)."""
+    if dim is None:
+        return apply(D.NANMEDIAN, (input,))
+    d = _wrap_dim(dim, input.dim())
+    values, indices = apply(D.NANMEDIAN_DIM, (input,), {"dim": d, "keepdim": keepdim})
+    return return_types_nanmedian(values, indices)
+
+
+def trace(input: Tensor) -> Tensor:
+    """The sum of a matrix's diagonal (``TraceBackward0``; int64 for integer matrices)."""
+    if input.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    return apply(D.TRACE, (input,))
+
+
+def eye_mask(shape: tuple[int, ...], device: Any) -> Tensor:
+    """A bool matrix of ``shape``, True on the diagonal."""
+    return _creation.eye(shape[0], shape[1], dtype=_dtype.bool, device=device)
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:
+    """The angle of the point ``(other, input)`` (``Atan2Backward0``)."""
+    return _binary(D.ATAN2, input, other, to_float=True)
+
+
+def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """``input`` with ``value`` (a number or a 0-dim tensor) where ``mask`` is True; no
+    gradient reaches ``input`` there."""
+    check_masked_fill(mask, value)
+    if isinstance(value, Tensor):
+        _check_broadcast(input._data.shape, mask._data.shape)
+        value_array = value._data.astype(input._data.dtype, copy=False)
+        return apply(D.MASKED_FILL, (input, value), {"mask": mask}, [input._data, value_array])
+    return apply(D.MASKED_FILL_SCALAR, (input,), {"mask": mask, "value": value})
+
+
+def check_masked_fill(mask: Tensor, value: Any) -> None:
+    if mask.dtype is not _dtype.bool:
+        # The C++ type's name as the compiler spells it (``long int``, ``signed char``).
+        name = {"long": "long int", "short": "short int"}.get(mask.dtype.cpp_name,
+                                                              mask.dtype.cpp_name)
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{name}")
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.dim()} dimension(s).")
+
+
+class VarMeanBackward0(Node):
+    """The one node of the variance and the mean ``var_mean`` returns (outputs 0 and 1): the
+    variance's gradient is ``2 (x - mean) / (N - correction)``, the mean's ``1 / N``."""
+
+    __slots__ = ("_self", "_dims", "_correction", "_keepdim", "_outputs")
+    _multi_output = True
+
+    def _spread(self, grad: Tensor) -> Tensor:
+        return D.sum_backward(grad, self._self._data.shape, self._dims, self._keepdim)
+
+    def _deviation_grad(self, grad: Tensor, centered: Tensor, spread: Tensor) -> Tensor:
+        return self._spread(grad) * centered * 2 / spread
+
+    def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
+        x = self._self
+        count = D._reduced_count(x._data.shape, self._dims)
+        total = None
+        if grads[0] is not None:
+            centered = x - mean(x, self._dims, keepdim=True)
+            spread = builtins.max(0, count - self._correction)
+            total = self._deviation_grad(grads[0], centered, spread)
+        if grads[1] is not None:
+            part = self._spread(grads[1]) / count
+            total = part if total is None else total + part
+        return [total]
+
+
+class StdMeanBackward0(VarMeanBackward0):
+    """``std_mean``: the standard deviation's gradient is ``(x - mean) / ((N - correction)
+    std)``."""
+
+    __slots__ = ("_std",)
+
+    def _deviation_grad(self, grad: Tensor, centered: Tensor, spread: Tensor) -> Tensor:
+        return self._spread(grad / self._std) * centered / spread
+
+
+def _moments(node_cls: Any, op: str, input: Tensor, dim: Any, unbiased: bool | None,
+             keepdim: bool, correction: int | None) -> tuple[Tensor, Tensor]:
+    if input.dtype.kind not in "fc":
+        raise RuntimeError(f"{op} only support floating point and complex dtypes")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    dims = _all_dims(dim, input.dim())
+    with grad_mode.no_grad():
+        centre = mean(input, dims, keepdim=True)
+        centered = input - centre
+        count = D._reduced_count(input._data.shape, dims)
+        spread = sum(centered * centered, dims, keepdim) / builtins.max(0, count - correction)
+        first = spread.sqrt() if node_cls is StdMeanBackward0 else spread
+        second = centre if keepdim else centre.reshape(first.shape)
+    if grad_mode.is_grad_enabled() and input._requires_grad:
+        node = node_cls()
+        node._self, node._dims, node._correction, node._keepdim = input, dims, correction, keepdim
+        node._outputs = 2
+        if node_cls is StdMeanBackward0:
+            node._std = first.detach()
+        init_node(node, (edge(input),), first._data)
+        for nr, out in enumerate((first, second)):
+            out._grad_fn, out._output_nr, out._requires_grad = node, nr, True
+    return first, second
+
+
+def var_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False,
+             *, correction: int | None = None) -> tuple[Tensor, Tensor]:
+    """The variance (divided by N - correction, 1 by default) and the mean over ``dim``, the
+    two outputs of one ``VarMeanBackward0``."""
+    return _moments(VarMeanBackward0, "var_mean", input, dim, unbiased, keepdim, correction)
+
+
+def std_mean(input: Tensor, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False,
+             *, correction: int | None = None) -> tuple[Tensor, Tensor]:
+    """The standard deviation and the mean over ``dim`` (one ``StdMeanBackward0``)."""
+    return _moments(StdMeanBackward0, "std_mean", input, dim, unbiased, keepdim, correction)
+
+
 def maximum(input: Tensor, other: Tensor) -> Tensor:
     return _binary(D.MAXIMUM, input, other)
 
@@ -559,6 +693,31 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
         return _constant(input, input._data.argmax())
     d = _wrap_dim(dim, input.dim())
     return _constant(input, input._data.argmax(axis=d, keepdims=keepdim))
+
+
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest element (the first among ties, a NaN's where there is one)."""
+    data = input._data
+    if data.dtype.kind == "f":
+        xp = _backend.backend_of(input._device).xp
+        # NumPy's argmin already takes the first NaN; spelled out, as PyTorch's rule.
+        data = xp.where(xp.isnan(data), -xp.inf, data) if xp.isnan(data).any() else data
+    if dim is None:
+        return _constant(input, data.argmin())
+    d = _wrap_dim(dim, input.dim())
+    return _constant(input, data.argmin(axis=d, keepdims=keepdim))
+
+
+def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
+         invert: bool = False) -> Tensor:
+    """Whether each element occurs in ``test_elements`` (a bool tensor, never differentiable);
+    one of the two may be a number."""
+    like = elements if isinstance(elements, Tensor) else test_elements
+    xp = _backend.backend_of(like._device).xp
+    data = elements._data if isinstance(elements, Tensor) else xp.asarray(elements)
+    tests = test_elements._data if isinstance(test_elements, Tensor) else \
+        xp.asarray(test_elements)
+    return _constant(like, xp.isin(data, tests, invert=invert))
 
 
 def _logical_reduction(name: str) -> Any:
@@ -1285,7 +1444,9 @@ def _bind() -> None:
         "unsqueeze_": inplace.unsqueeze_, "relu_": inplace.relu_,
         "sign": sign, "sgn": sgn, "floor": floor, "ceil": ceil, "round": round,
         "trunc": trunc, "nan_to_num": nan_to_num, "amax": amax, "amin": amin, "prod": prod,
-        "sort": sort, "norm": norm, "median": median, "narrow": narrow, "split": split,
+        "sort": sort, "norm": norm, "median": median, "nanmedian": nanmedian,
+        "trace": trace, "atan2": atan2, "argmin": argmin, "masked_fill": masked_fill,
+        "masked_fill_": inplace.masked_fill_, "narrow": narrow, "split": split,
         "unsafe_split": unsafe_split, "chunk": chunk,
         "split_with_sizes": lambda self, split_sizes, dim=0: split(self, list(split_sizes), dim),
         "diagonal": diagonal, "repeat": repeat,

@@ -470,6 +470,15 @@ def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return inplace(D.CLAMP_TENSOR, self, tensors[1:], arrays, checked=True)
 
 
+def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    F.check_masked_fill(mask, value)
+    if isinstance(value, Tensor):
+        value_array = value._data.astype(self._data.dtype, copy=False)
+        return inplace(D.MASKED_FILL, self, [value], [self._data, value_array], {"mask": mask},
+                       same_device=False)
+    return inplace(D.MASKED_FILL_SCALAR, self, [], [self._data], {"mask": mask, "value": value})
+
+
 def zero_(self: Tensor) -> Tensor:
     return inplace(D.ZERO_, self, [], [self._data])
 
