@@ -143,8 +143,9 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
         for result in adapter:
             todo[result.reason[len(ADAPTER):].strip()].append(result.case_id)
         lines += ["", "## Adapter to-do", "",
-                  "Gaps of this project's adapter, not of the engine: these cases fail before "
-                  "they reach the engine's autograd.", "", "| cases | gap | e.g. |",
+                  "Gaps of this project's adapter, not of the engine (a function the engine "
+                  "has that the adapter does not map or maps wrongly); fixing them would let "
+                  "these cases check the engine.", "", "| cases | gap | e.g. |",
                   "| ---: | --- | --- |"]
         lines += [f"| {len(ids)} | {_text(gap)} | {markdown_code(ids[0])} |"
                   for gap, ids in sorted(todo.items(), key=lambda item: (-len(item[1]), item[0]))]

@@ -147,7 +147,9 @@ def render_findings(findings_dir: Path, *, run: bool = True) -> list[str]:
             lines += ["", "```text", run_script(script).replace("```", "'''"), "```"]
         draft = entry.get("draft")
         if draft:
+            # The body is Markdown for the engine's tracker: shown as it is, to copy.
+            body = str(draft.get("body", "")).strip().replace("````", "```")
             lines += ["", "<details><summary>Draft issue</summary>", "",
                       f"**{markdown_text(str(draft.get('title', '')))}**", "",
-                      markdown_text(str(draft.get("body", "")).strip()), "", "</details>"]
+                      "````markdown", body, "````", "", "</details>"]
     return lines
