@@ -70,8 +70,8 @@ def no_grad_view_message(view: Tensor, indirect: bool) -> str:
     from refimpl.autograd.graph import message_name
 
     modified = "its base or another view of its base has been" if indirect else "is being"
-    if view._grad_fn is not None:
-        prefix = f"Output 0 of {message_name(view._grad_fn)} is a view of a view which was " \
+    if view._grad_node is not None:
+        prefix = f"Output 0 of {message_name(view._grad_node)} is a view of a view which was " \
                  "created in"
     else:
         prefix = "A view was created in"
@@ -91,7 +91,7 @@ def multi_output_view_message(view: Tensor, indirect: bool) -> str:
     from refimpl.autograd.graph import message_name
 
     modified = "its base or another view of its base has been" if indirect else "is being"
-    fn = view._grad_fn
+    fn = view._grad_node
     if fn is None:  # taken while nothing required grad
         head = f"A view was created in no_grad mode and {modified} modified inplace with grad " \
                "mode enabled."
@@ -110,7 +110,7 @@ def custom_function_view_message(view: Tensor, indirect: bool) -> str:
     from refimpl.autograd.graph import message_name
 
     modified = "its base or another view of its base has been" if indirect else "is being"
-    fn = view._grad_fn
+    fn = view._grad_node
     if fn is None:
         head = f"A view was created in no_grad mode and {modified} modified inplace with grad " \
                "mode enabled."
@@ -154,7 +154,7 @@ class Size(tuple):
 class Tensor:
     """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
 
-    __slots__ = ("_data", "_device", "_requires_grad", "_grad_fn", "_grad", "_retains_grad",
+    __slots__ = ("_data", "_device", "_requires_grad", "_grad_node", "_grad", "_retains_grad",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
                  "_no_grad_view", "_multi_output", "_attr_version", "_output_nr",
                  # PyTorch's CreationMeta::IN_CUSTOM_FUNCTION: a view a custom Function
@@ -194,7 +194,7 @@ class Tensor:
             raise RuntimeError("requires_grad must be a bool")
         # PyTorch asks whether the tensor is a leaf from the grad_fn it holds, before a view's
         # grad_fn is brought up to date (which may raise): no _sync_view here.
-        if self._grad_fn is not None:
+        if self._grad_node is not None:
             raise RuntimeError(NON_LEAF_FLAG_OFF if not value else NON_LEAF_FLAG)
         if value and self.dtype.kind not in "fc":
             raise RuntimeError(
@@ -222,19 +222,19 @@ class Tensor:
         self._requires_grad = value
         if self._views is not None:
             for view in self._live_views():
-                if view._grad_fn is None:
+                if view._grad_node is None:
                     view._requires_grad = value or view._view_requires_grad
 
     def _follows_base(self) -> bool:
         # A view without a grad_fn of a base that requires grad (one taken under no_grad)
         # requires grad because its base does: clearing its own flag changes nothing.
         base = self._base
-        return base is not None and base._requires_grad and self._grad_fn is None
+        return base is not None and base._requires_grad and self._grad_node is None
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place on a leaf and return the tensor itself."""
         # As in the setter, the grad_fn the tensor holds decides (no _sync_view).
-        if self._grad_fn is not None:
+        if self._grad_node is not None:
             if not requires_grad:
                 raise RuntimeError(NON_LEAF_FLAG_OFF)
             return self
@@ -249,17 +249,32 @@ class Tensor:
     def is_leaf(self) -> bool:
         if self._base is not None:
             self._sync_view()
-        return self._grad_fn is None
+        return self._grad_node is None
 
     @property
     def grad_fn(self) -> Any:
         if self._base is not None:
             self._sync_view()
-        return self._grad_fn
+        return self._grad_node
 
     @grad_fn.setter
     def grad_fn(self, value: Any) -> None:
         raise AttributeError(_NOT_WRITABLE.format("grad_fn"))
+
+    # PyTorch's private ``_grad_fn``: the node slot itself, read and written as it is, which
+    # may not be deleted. refimpl's own code uses the slot ``_grad_node`` directly, so this
+    # Python-level property costs nothing on the hot paths.
+    @property
+    def _grad_fn(self) -> Any:
+        return self._grad_node
+
+    @_grad_fn.setter
+    def _grad_fn(self, value: Any) -> None:
+        self._grad_node = value
+
+    @_grad_fn.deleter
+    def _grad_fn(self) -> None:
+        raise RuntimeError("Deletion of _grad_fn not allowed. Detach tensor instead!")
 
     @grad_fn.deleter
     def grad_fn(self) -> None:
@@ -278,7 +293,7 @@ class Tensor:
         taken under no_grad has no such history and refuses instead."""
         if self._vc[0] == self._attr_version:
             return
-        if self._grad_fn is None and not self._base._requires_grad:
+        if self._grad_node is None and not self._base._requires_grad:
             return
         refusal = view_write_refusal(self)
         if refusal is not None:
@@ -289,7 +304,7 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        if self._grad_fn is not None and not self._retains_grad:
+        if self._grad_node is not None and not self._retains_grad:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
@@ -335,11 +350,11 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         # PyTorch asks whether the tensor is a leaf from the grad_fn it holds, before a view's
         # grad_fn is brought up to date: a view with none yet is a leaf here, and a no-op.
-        if self._grad_fn is None or self._retains_grad:
+        if self._grad_node is None or self._retains_grad:
             return
         if self._base is not None:
             self._sync_view()
-        self._grad_fn.add_tensor_pre_hook(self._hook_entry(_RetainGrad(self)))
+        self._grad_node.add_tensor_pre_hook(self._hook_entry(_RetainGrad(self)))
         self._retains_grad = True
 
     def _hook_entry(self, hook: Any) -> Any:
@@ -347,7 +362,7 @@ class Tensor:
         it is bound to this tensor's output number."""
         from refimpl.autograd.graph import OutputHook
 
-        return OutputHook(self._output_nr, hook) if self._grad_fn._multi_output else hook
+        return OutputHook(self._output_nr, hook) if self._grad_node._multi_output else hook
 
     def register_hook(self, hook: Any) -> Any:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
@@ -358,13 +373,13 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._base is not None:
             self._sync_view()
-        if self._grad_fn is None:
+        if self._grad_node is None:
             if self._hooks is None:
                 self._hooks = []
             hooks = self._hooks
             hooks.append(hook)
         else:
-            node = self._grad_fn
+            node = self._grad_node
             if node._pre_hooks is None:
                 node._pre_hooks = []
             hooks = node._pre_hooks
@@ -383,7 +398,7 @@ class Tensor:
 
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self._grad_fn is not None:
+        if self._grad_node is not None:
             raise RuntimeError(
                 "post accumulate grad hooks cannot be registered on non-leaf tensors")
         if self._post_accumulate_grad_hooks is None:
@@ -504,7 +519,7 @@ class Tensor:
             return self
         if self._base is not None:
             raise RuntimeError(DETACH_VIEW)
-        self._grad_fn = None
+        self._grad_node = None
         # Views without a grad_fn (taken under no_grad) follow their base's flag.
         self._set_requires_grad(False)
         self._fw_grad = None
@@ -721,7 +736,7 @@ class Tensor:
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
         """``copy.deepcopy``: a new leaf with a copy of the values (in the same memory
         layout), the same ``requires_grad`` and a deep copy of ``.grad``; non-leaves refuse."""
-        if self._grad_fn is not None:
+        if self._grad_node is not None:
             raise RuntimeError(DEEPCOPY_NON_LEAF)
         done = memo.get(id(self))
         if done is not None:
@@ -780,7 +795,7 @@ def wrap(data: Any, device: _backend.device, cls: type[Tensor] | None = None) ->
     t._data = data
     t._device = device
     t._requires_grad = False
-    t._grad_fn = None
+    t._grad_node = None
     t._grad = None
     t._retains_grad = False
     t._vc = None

@@ -96,7 +96,7 @@ def _grad_fn_for_repr(t: Tensor) -> str | None:
             t._sync_view()
         except RuntimeError:
             return "Invalid"  # PyTorch's name for the node it cannot rebuild for such a view
-    return None if t._grad_fn is None else type(t._grad_fn).__name__
+    return None if t._grad_node is None else type(t._grad_node).__name__
 
 
 def tensor_repr(t: Tensor) -> str:

@@ -93,7 +93,7 @@ def _input_targets(inputs: list[Any], for_backward: bool) -> list[Any]:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         if t._base is not None:
             t._sync_view()  # PyTorch reads the input's up-to-date grad_fn, which may refuse
-        targets.append((t._grad_fn, t._output_nr) if t._grad_fn is not None
+        targets.append((t._grad_node, t._output_nr) if t._grad_node is not None
                        else (t._grad_accumulator(), 0))
     return targets
 

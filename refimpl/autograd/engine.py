@@ -496,7 +496,7 @@ def _hook_name(hook: Any) -> str:
 def roots_of(outputs: Sequence[Tensor]) -> list[Edge]:
     """The edge each output's gradient enters: its grad_fn (at its output number), or its
     AccumulateGrad for a leaf."""
-    return [(t._grad_fn, t._output_nr) if t._grad_fn is not None else (t._grad_accumulator(), 0)
+    return [(t._grad_node, t._output_nr) if t._grad_node is not None else (t._grad_accumulator(), 0)
             for t in outputs]
 
 
@@ -542,7 +542,7 @@ def check_outputs(outputs: Sequence[Tensor]) -> None:
         if out._base is not None:
             out._sync_view()  # PyTorch starts from the output's up-to-date grad_fn
         # A leaf view that requires grad only through its base has no node to start from.
-        if not out._requires_grad or (out._grad_fn is None and out._follows_base()
+        if not out._requires_grad or (out._grad_node is None and out._follows_base()
                                       and not out._view_requires_grad):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn")

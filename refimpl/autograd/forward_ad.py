@@ -175,7 +175,7 @@ def jvp(row: Any, inputs: Sequence[Tensor], params: dict[str, Any], result: Tens
         holder = wrap(result._data, dev)
         _record(row, primals, params, holder, extras, dev)
         cotangent = _creation.zeros_like(result).requires_grad_()
-        vjps = holder._grad_fn.apply(cotangent)
+        vjps = holder._grad_node.apply(cotangent)
         outs, grads_out = [], []
         for v, p, tan in zip(vjps, primals, tangents, strict=True):
             if v is None or tan is None or not v._requires_grad:

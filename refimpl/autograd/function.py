@@ -61,6 +61,22 @@ DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method w
                       "Function.")
 
 
+CLEARED_ON_ACCESS = (
+    "saved_tensors can only be accessed once when clear_saved_tensors_on_access=True is set on "
+    "the autograd.Function. Either access saved_tensors only once, or set "
+    "clear_saved_tensors_on_access=False.")
+
+
+class _Cleared(tuple):
+    """A node's saved entries once read under ``clear_saved_tensors_on_access``: empty, and
+    apart from every other empty tuple."""
+
+    __slots__ = ()
+
+
+_CLEARED_ON_ACCESS = _Cleared()
+
+
 class FunctionCtx:
     """What ``forward`` (or ``setup_context``) tells ``backward`` through ``ctx``."""
 
@@ -114,7 +130,12 @@ class BackwardCFunction(Node, FunctionCtx):
         saved = self._saved
         if saved is FREED:
             raise RuntimeError(SECOND_BACKWARD)
-        return tuple(None if entry is None else unpack_saved(self, entry) for entry in saved)
+        if saved is _CLEARED_ON_ACCESS:
+            raise RuntimeError(CLEARED_ON_ACCESS)
+        tensors = tuple(None if entry is None else unpack_saved(self, entry) for entry in saved)
+        if self._forward_cls.clear_saved_tensors_on_access:
+            self._saved = _CLEARED_ON_ACCESS
+        return tensors
 
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         """Run the Function's ``backward`` on one gradient per output; one gradient per
@@ -169,6 +190,9 @@ class FunctionMeta(type):
 
 class Function(FunctionCtx, metaclass=FunctionMeta):
     """Base class of custom autograd Functions (see the module docstring)."""
+
+    # True: ctx.saved_tensors may be read once; the node then drops its references.
+    clear_saved_tensors_on_access = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         warnings.warn(
@@ -336,9 +360,9 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
             wrapped.append(out)
             continue
         if is_modified:
-            if out._grad_fn is None and out._requires_grad:
+            if out._grad_node is None and out._requires_grad:
                 raise RuntimeError(LEAF_IN_PLACE)
-            if out._base is not None and out._base._grad_fn is None and \
+            if out._base is not None and out._base._grad_node is None and \
                     out._base._requires_grad:
                 raise RuntimeError(LEAF_VIEW_IN_PLACE)
             if out._base is not None and len(outputs) > 1:
@@ -350,7 +374,7 @@ def _wrap_outputs(node: BackwardCFunction, args: Sequence[Any], outputs: tuple[A
                 rebase.append(out)
         elif is_input:
             out = _view_as_self(out)
-        out._grad_fn = node
+        out._grad_node = node
         out._output_nr = nr
         out._requires_grad = True
         if out._base is not None:
@@ -404,11 +428,11 @@ def _save(node: BackwardCFunction, outputs: list[Any]) -> tuple[Any, ...]:
                             f"{i} is of type {type(t).__name__}")
         else:
             nr = next((k for k, o in enumerate(outputs) if o is t), None)
-            if nr is not None and t._grad_fn is node:
+            if nr is not None and t._grad_node is node:
                 vc = t._shared_version()
                 saved.append((t._data, vc[0], vc, nr))
             else:
-                saved.append((t, t._version, t._grad_fn is not None))
+                saved.append((t, t._version, t._grad_node is not None))
     node._saved = tuple(saved)
     if saved and SAVED_TENSORS_HOOKS.stack:
         pack_saved(node, outputs)
@@ -466,7 +490,7 @@ def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
         for nr, o in enumerate(outs):
             if isinstance(o, Tensor):
                 o = wrap(o._data, o._device)
-                o._grad_fn = node
+                o._grad_node = node
                 o._output_nr = nr
                 o._requires_grad = True
             wrapped.append(o)

@@ -510,7 +510,7 @@ class PackedSaved:
             out._requires_grad = True
             out._grad_acc = weakref.ref(fn)
         elif fn is not None:
-            out._grad_fn = fn
+            out._grad_node = fn
             out._output_nr = nr
             out._requires_grad = True
         return out

@@ -490,7 +490,7 @@ def _moments(node_cls: Any, op: str, input: Tensor, dim: Any, unbiased: bool | N
             node._std = first.detach()
         init_node(node, (edge(input),), first._data)
         for nr, out in enumerate((first, second)):
-            out._grad_fn, out._output_nr, out._requires_grad = node, nr, True
+            out._grad_node, out._output_nr, out._requires_grad = node, nr, True
     return first, second
 
 
@@ -981,15 +981,15 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _wrap_dim(dim, input.dim())
     pieces = tuple(apply(D.UNBIND, (input,), {"dim": d, "index": i})
                    for i in range(input._data.shape[d]))
-    if pieces and pieces[0]._grad_fn is not None:
+    if pieces and pieces[0]._grad_node is not None:
         # Each piece recorded the row's node, for its forward-mode tangent and its view
         # bookkeeping; the graph gets one node with an output per piece instead.
         node = UnbindBackward0()
         node._dim = d
         node._outputs = len(pieces)
-        init_node(node, pieces[0]._grad_fn.next_functions, pieces[0]._data)
+        init_node(node, pieces[0]._grad_node.next_functions, pieces[0]._data)
         for i, piece in enumerate(pieces):
-            piece._grad_fn = node
+            piece._grad_node = node
             piece._output_nr = i
     return pieces
 
@@ -1033,15 +1033,15 @@ def _split(row: Any, input: Tensor, sizes: Sequence[int], dim: int) -> tuple[Ten
     for n in sizes:
         pieces.append(apply(row, (input,), {"dim": dim, "index": slice(start, start + n)}))
         start += n
-    if pieces and pieces[0]._grad_fn is not None:
+    if pieces and pieces[0]._grad_node is not None:
         # As for unbind: each piece recorded the row's node; the graph gets one node.
         node = _SPLIT_NODES[row]()
         node._dim = dim
         node._outputs = len(pieces)
         node._shapes = [p._data.shape for p in pieces]
-        init_node(node, pieces[0]._grad_fn.next_functions, pieces[0]._data)
+        init_node(node, pieces[0]._grad_node.next_functions, pieces[0]._data)
         for i, piece in enumerate(pieces):
-            piece._grad_fn = node
+            piece._grad_node = node
             piece._output_nr = i
     return tuple(pieces)
 

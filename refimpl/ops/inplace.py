@@ -127,12 +127,12 @@ class AsStridedBackward0(Node):
 
 
 def _check_leaf(self: Tensor) -> None:
-    if self._grad_fn is None and self._requires_grad and self._base is None:
+    if self._grad_node is None and self._requires_grad and self._base is None:
         raise RuntimeError(LEAF_INPLACE)
     base = self._base
     # PyTorch asks whether the view requires grad and its base is a leaf: a view recorded
     # before its leaf base stopped requiring grad still refuses.
-    if base is not None and base._grad_fn is None and self._requires_grad:
+    if base is not None and base._grad_node is None and self._requires_grad:
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
 
 
@@ -140,7 +140,7 @@ def _new_node(row: Any, old_self: Tensor, others: list[Tensor], params: dict[str
               result: Tensor, before: tuple[tuple[Any, ...], list[int]]) -> Node:
     _record(row, [old_self, *others], {**row.param_defaults, **(params or {})}, result, None,
             result._device, before)
-    return result._grad_fn
+    return result._grad_node
 
 
 def check_write(row: Any, self: Tensor, others: list[Tensor], memory: bool = True,
@@ -218,7 +218,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
                 raise RuntimeError(INFERENCE_SAVED)
         # The node's edge for self is self's graph before the write.
         old_self = wrap(self._data, self._device)
-        old_self._grad_fn = self._grad_fn
+        old_self._grad_node = self._grad_node
         old_self._output_nr = self._output_nr  # one of several outputs (unsafe_split's)
         old_self._requires_grad = self._requires_grad
         # An operand may share self's storage: its edge and version are the ones the op read.
@@ -244,10 +244,10 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         return self
     base = self._base
     if base is None:
-        old_fn = self._grad_fn
+        old_fn = self._grad_node
         _new_node(row, old_self, others, params, self, before)
         self._output_nr = 0  # the only output of its new node
-        move_retain_grad(self, old_fn, self._grad_fn)
+        move_retain_grad(self, old_fn, self._grad_node)
         _regenerate_views(self)
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
@@ -265,8 +265,8 @@ def rebase_history(view: Tensor, fn: Node) -> None:
     copy_slices.fn = fn
     copy_slices._steps = _replay_chain(view._view_fn)
     init_node(copy_slices, (edge(base), *fn.next_functions[1:]), base._data)
-    move_retain_grad(base, base._grad_fn, copy_slices)
-    base._grad_fn = copy_slices
+    move_retain_grad(base, base._grad_node, copy_slices)
+    base._grad_node = copy_slices
     base._requires_grad = True
     _regenerate_views(base, view)
 
@@ -293,8 +293,8 @@ def regenerate_view(base: Tensor, view: Tensor) -> None:
     node._steps = _replay_chain(view._view_fn)
     node._base_shape = base._data.shape
     init_node(node, (edge(base),), view._data)
-    move_retain_grad(view, view._grad_fn, node)
-    view._grad_fn = node
+    move_retain_grad(view, view._grad_node, node)
+    view._grad_node = node
     view._requires_grad = True
     view._attr_version = view._vc[0]
 
@@ -394,7 +394,7 @@ def inplace_view(row: Any, view_row: Any, self: Tensor, params: dict[str, Any]) 
     if grad_mode.recording() and self._requires_grad:
         from refimpl.ops.table import apply
 
-        node = apply(row, (self,), params)._grad_fn
+        node = apply(row, (self,), params)._grad_node
     xp = _backend.backend_of(self._device).xp
     self._data = row.forward(xp, self._data, **params) if params else row.forward(xp, self._data)
     if self._fw_grad is not None:
@@ -406,7 +406,7 @@ def inplace_view(row: Any, view_row: Any, self: Tensor, params: dict[str, Any]) 
         self._view_fn = (self._view_fn, view_row, params)
         self._attr_version = self._vc[0]  # its grad_fn is current: nothing to regenerate
     if node is not None:
-        self._grad_fn = node
+        self._grad_node = node
         self._output_nr = 0
     return self
 

@@ -375,7 +375,7 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         return entry  # saved as itself: nothing can write to it (see _record)
     tensor, version = entry[0], entry[1]
     if len(entry) == 3:  # a saved input: (tensor, version, it had a grad_fn when saved)
-        if entry[2] and tensor._grad_fn is None:
+        if entry[2] and tensor._grad_node is None:
             raise RuntimeError(DETACHED_SAVED)
         vc = tensor._vc
         current = vc[0] if vc is not None else 0
@@ -391,7 +391,7 @@ def unpack_saved(node: Node, entry: tuple) -> Tensor:
         if current == version:
             out = wrap(tensor, _backend.device_of_array(tensor))
             out._vc = vc
-            out._grad_fn = node
+            out._grad_node = node
             out._output_nr = entry[3]
             out._requires_grad = True
             return out
@@ -438,7 +438,7 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
     base = t._base
     if base is not None:
         t._sync_view()
-    fn = t._grad_fn
+    fn = t._grad_node
     if fn is not None:
         return (fn, t._output_nr)
     if base is not None and base._requires_grad and not t._view_requires_grad:
@@ -541,7 +541,7 @@ def apply(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any] | None =
             result._multi_output = True
         elif base._custom_view:
             result._custom_view = True
-        if root._grad_fn is not None or not root._requires_grad or result._no_grad_view:
+        if root._grad_node is not None or not root._requires_grad or result._no_grad_view:
             # Only these bases can be written in place with grad recording (a leaf that
             # requires grad refuses), which rewires the graph of every view of them; a view
             # taken under no_grad also follows its leaf base's requires_grad flag.
@@ -674,8 +674,8 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     else:
         # edge(), inlined for the common inputs: no grad, or a non-view with a grad_fn.
         node.next_functions = tuple([
-            _NO_EDGE if not t._requires_grad else (t._grad_fn, t._output_nr)
-            if t._base is None and t._grad_fn is not None else edge(t) for t in tensors])
+            _NO_EDGE if not t._requires_grad else (t._grad_node, t._output_nr)
+            if t._base is None and t._grad_node is not None else edge(t) for t in tensors])
     node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
@@ -704,9 +704,9 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
                     raise RuntimeError(INFERENCE_SAVED)
                 vc = t._vc
                 if before is not None:
-                    saved.append((t, before[1][k], t._grad_fn is not None))
+                    saved.append((t, before[1][k], t._grad_node is not None))
                 else:
-                    saved.append((t, vc[0] if vc is not None else 0, t._grad_fn is not None))
+                    saved.append((t, vc[0] if vc is not None else 0, t._grad_node is not None))
         node._saved = tuple(saved)
     else:
         node._saved = None
@@ -739,7 +739,7 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
             node._saved = ()
     else:
         node._info = None
-    result._grad_fn = node
+    result._grad_node = node
     result._requires_grad = True
     if node._saved and SAVED_TENSORS_HOOKS.stack:
         pack_saved(node, (result,))
@@ -796,7 +796,7 @@ def _packed_entry(node: Node, k: int, entry: tuple, pack: Any, unpack: Any,
     # An input the op itself wrote in place (x in x.mul_(x)) is saved where it was in the
     # graph before the write: the node's edge for it.
     where = node.next_functions[row.save_plan[k][0]] \
-        if row is not None and value._grad_fn is node else edge(value)
+        if row is not None and value._grad_node is node else edge(value)
     return PackedSaved(pack(value), unpack, where)
 
 

@@ -46,6 +46,46 @@ SCENARIOS = {
         "result = (seen[0] is y.grad_fn, type(y.grad_fn).__name__, y.grad_fn.name(),\n"
         "          isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction),\n"
         "          isinstance(y.grad_fn, torch.autograd.graph.Node), repr(y))"),
+    # issue 21, #16: the private _grad_fn reads as grad_fn and may not be deleted.
+    "grad_fn_cannot_be_deleted": (
+        "x = torch.ones(2, requires_grad=True)\n"
+        "y = x * 2\n"
+        "del y._grad_fn"),
+    "leaf_grad_fn_cannot_be_deleted": "x = torch.ones(2, requires_grad=True)\ndel x._grad_fn",
+    "grad_fn_survives_a_refused_deletion": (
+        "x = torch.ones(2, requires_grad=True)\n"
+        "y = x * 2\n"
+        "try:\n"
+        "    del y._grad_fn\n"
+        "except RuntimeError:\n"
+        "    pass\n"
+        "y.sum().backward()\n"
+        "result = (y._grad_fn is y.grad_fn, y.grad_fn.name(), x.grad.tolist())"),
+    # clear_saved_tensors_on_access: saved_tensors may be read once, then it raises.
+    "function_clears_saved_tensors_on_access": (
+        "trace = []\n"
+        "class Once(torch.autograd.Function):\n"
+        "    clear_saved_tensors_on_access = True\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x * 2\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        try:\n"
+        "            ctx.saved_tensors\n"
+        "        except RuntimeError as e:\n"
+        "            trace.append(str(e))\n"
+        "        return g * x\n"
+        "x = torch.tensor([3.0], requires_grad=True)\n"
+        "y = Once.apply(x)\n"
+        "y.backward(retain_graph=True)\n"
+        "try:\n"
+        "    y.backward()\n"
+        "except RuntimeError as e:\n"
+        "    trace.append(str(e))\n"
+        "result = (x.grad.tolist(), trace, torch.autograd.Function.clear_saved_tensors_on_access)"),
     "function_node_not_callable": EXP + "y = Exp.apply(x); y.grad_fn(torch.ones(2))",
     "function_saved_tensors_after_backward": EXP + (
         "y = Exp.apply(x); y.sum().backward(); y.grad_fn.saved_tensors"),
