@@ -110,6 +110,24 @@ def test_a_missing_or_wrong_subject_is_refused(tmp_path):
                                                  "fuzz_findings.b": "leaf"}
 
 
+def test_a_subset_of_the_spec_places_only_what_it_has(tmp_path):
+    path = _spec(tmp_path, """\
+        fuzz_findings:
+          fuzz_findings.a: hooks
+          fuzz_findings.b: leaf
+        """)
+    path.write_text("groups:\n  - {title: G, topics: [leaf, hooks, fuzz_findings]}\n"
+                    + path.read_text().split("\n", 1)[1])
+    # Without the origin's file nothing is placed; without a subject's page its case stays
+    # on the origin's page only; a name no group knows is still refused.
+    assert case_subjects(path, [_Case("leaf.x")], {"leaf"}) == {}
+    cases = [_Case("fuzz_findings.a"), _Case("fuzz_findings.b")]
+    assert case_subjects(path, cases, {"leaf", "fuzz_findings"}) == {"fuzz_findings.b": "leaf"}
+    path.write_text(path.read_text().replace("fuzz_findings.a: hooks", "fuzz_findings.a: hook"))
+    with pytest.raises(GenerateError, match="placed under 'hook'"):
+        case_subjects(path, cases, {"leaf", "fuzz_findings"})
+
+
 def test_a_topic_without_a_title_reads_as_words(tmp_path):
     path = tmp_path / "topics.yaml"
     path.write_text("titles:\n  leaf: Leaf tensors\n")
