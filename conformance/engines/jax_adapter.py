@@ -44,8 +44,8 @@ import numpy as np
 from conformance.engines.base import Engine, EngineUnavailable
 
 EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations" / "jax.yaml"
-DTYPES = ("bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32",
-          "int64", "uint8")
+DTYPES = ("bool", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16",
+          "int32", "int64", "uint8")
 NUMPY_NAMES = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "matmul", "maximum",
                "minimum", "where", "stack", "zeros_like", "ones_like")
 RENAMED = {"mm": "matmul"}

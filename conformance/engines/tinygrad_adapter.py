@@ -60,7 +60,7 @@ DTYPES = ("bool", "float16", "bfloat16", "float32", "float64", "int8", "int16", 
           "int64", "uint8")
 METHODS = ("abs", "exp", "log", "sin", "cos", "sqrt", "tanh", "relu", "sigmoid", "softmax",
            "log_softmax", "matmul", "max", "min", "maximum", "minimum", "sum", "mean", "floor",
-           "ceil", "round", "trunc", "sign", "prod", "pow", "sort", "reciprocal")
+           "ceil", "round", "trunc", "sign", "prod", "pow", "sort", "reciprocal", "argmin")
 """`torch.<name>(t, ...)` is `t.<name>(...)` in tinygrad."""
 FEATURES = frozenset({"autograd_state", "inplace", "identity", "half"})
 

@@ -13,8 +13,14 @@ import yaml
 
 from conformance.casefile.files import DEFAULT_SPEC_DIR
 from conformance.casefile.loader import load
-from conformance.report.findings import (KINDS, FindingsError, compared, load_findings,
-                                         reason_finding, run_script)
+from conformance.report.findings import (
+    KINDS,
+    FindingsError,
+    compared,
+    load_findings,
+    reason_finding,
+    run_script,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "reports" / "findings"
