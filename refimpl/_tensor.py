@@ -155,6 +155,8 @@ class Tensor:
     """A multi-dimensional array with autograd state; create one with ``refimpl.tensor``."""
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad_node", "_grad", "_retains_grad",
+                 # A leaf's grad_dtype when set (None: any dtype); unset means the tensor's own.
+                 "_grad_dtype",
                  "_vc", "_base", "_view_fn", "_grad_acc", "_fw_grad", "_views", "_hooks",
                  "_no_grad_view", "_multi_output", "_attr_version", "_output_nr",
                  # PyTorch's CreationMeta::IN_CUSTOM_FUNCTION: a view a custom Function
@@ -326,10 +328,11 @@ class Tensor:
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a "
                     f"tensor of size '{list(self.shape)}'. Please ensure that the gradient and "
                     "the tensor are the same size")
-            if value.dtype is not self.dtype:
+            grad_dtype = getattr(self, "_grad_dtype", self.dtype)
+            if grad_dtype is not None and value.dtype is not grad_dtype:
                 raise RuntimeError(
                     f"attempting to assign a gradient with dtype '{value.dtype.cpp_name}' to a "
-                    f"tensor with grad_dtype '{self.dtype.legacy_name}'. The gradient must match "
+                    f"tensor with grad_dtype '{grad_dtype.legacy_name}'. The gradient must match "
                     "the tensor's grad_dtype (defaults to the tensor's dtype). You can set the "
                     "tensor's grad_dtype attribute with a specific dtype, or None to allow any "
                     "dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
@@ -339,6 +342,36 @@ class Tensor:
     @grad.deleter
     def grad(self) -> None:
         self._grad = None
+
+    @property
+    def grad_dtype(self) -> _dtype.dtype | None:
+        """The dtype the engine casts a leaf's incoming gradients to (None: no cast); by
+        default the leaf's own dtype. Leaves only."""
+        if self._grad_node is not None:
+            raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+        return getattr(self, "_grad_dtype", self.dtype)
+
+    @grad_dtype.setter
+    def grad_dtype(self, value: _dtype.dtype | None) -> None:
+        if value is not None and not isinstance(value, _dtype.dtype):
+            raise RuntimeError("grad_dtype must be a torch.dtype or None, but got "
+                               f"{type(value).__name__}")
+        # PyTorch reads .grad first (so a non-leaf warns as a .grad read does), then refuses.
+        grad = self._grad
+        if self._grad_node is not None:
+            if not self._retains_grad:
+                warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+            raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+        if grad is not None and value is not None and grad.dtype is not value:
+            raise RuntimeError(
+                f"Cannot set grad_dtype to '{value.legacy_name}' because there is already a "
+                f"gradient with dtype '{grad.dtype.cpp_name}'. Please clear the gradient "
+                "(.grad = None) before changing grad_dtype, or ensure the new grad_dtype "
+                "matches the existing gradient's dtype.")
+        self._grad_dtype = value
+        acc = self._grad_acc() if self._grad_acc is not None else None
+        if acc is not None:
+            acc.set_grad_dtype(value)
 
     @property
     def retains_grad(self) -> bool:

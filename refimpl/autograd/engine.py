@@ -42,7 +42,7 @@ def _validate(grad: Tensor, node: Node, nr: int, producer: Node | None, index: i
                                f"{list(data.shape)} but expected shape compatible with "
                                f"{list(shape)}")
         grad = F.sum_to(grad, shape)
-    if grad._data.dtype != dtype:
+    if dtype is not None and grad._data.dtype != dtype:  # None: a leaf's grad_dtype of None
         grad = F.cast_grad(grad, _backend.dtype_of_np(dtype))
     return grad
 

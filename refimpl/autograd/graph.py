@@ -301,6 +301,16 @@ class AccumulateGrad(Node):
         self.variable = variable
         init_node(self, (), variable._data)
         self._seq = ACCUMULATE_GRAD_SEQUENCE
+        grad_dtype = getattr(variable, "_grad_dtype", variable.dtype)
+        if grad_dtype is not variable.dtype:
+            self.set_grad_dtype(grad_dtype)
+
+    def set_grad_dtype(self, grad_dtype: Any) -> None:
+        """Cast incoming gradients to the leaf's ``grad_dtype`` (None: leave them as they
+        come), as PyTorch's input metadata of an AccumulateGrad does."""
+        from refimpl import _backend
+
+        self._dtype = None if grad_dtype is None else _backend.numpy_dtype(grad_dtype)
 
     def name(self) -> str:
         return "torch::autograd::AccumulateGrad"

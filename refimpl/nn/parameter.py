@@ -17,7 +17,9 @@ from refimpl._tensor import Tensor
 
 __all__ = ["Parameter"]
 
-_TENSOR_STATE = tuple(s for s in Tensor.__slots__ if s != "__weakref__")
+# Every slot a tensor always fills; _grad_dtype is set only by its setter (a fresh detached
+# tensor has the default: its own dtype).
+_TENSOR_STATE = tuple(s for s in Tensor.__slots__ if s not in ("__weakref__", "_grad_dtype"))
 
 
 class Parameter(Tensor):
