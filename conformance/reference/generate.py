@@ -265,8 +265,10 @@ def home(site: Site) -> str:
         "reference engine on NumPy, which obeys every case and is fuzzed against PyTorch) and "
         "third-party engines run through adapters. *xfail* marks a case an engine is known to "
         "fail, with the reason from its expectations file; a reason that starts with ``BUG:`` "
-        "is a genuine divergence (a wrong value, lost state, a crash), the others differ in "
-        "API or wording. *unsupported* marks a case that needs a feature the engine lacks, or "
+        "names a root cause verified on the engine's newest release, with a standalone repro "
+        "in the engine's report (``reports/engines/<engine>.md``), ``ADAPTER:`` a gap of this "
+        "project's adapter, and the others say what the engine does differently (API, wording "
+        "or convention). *unsupported* marks a case that needs a feature the engine lacks, or "
         "hardware (a CUDA GPU) the machine that built these pages did not have.",
         "",
         "The suite is the Python package ``autograd-conformance``: its repository's README "

@@ -149,6 +149,30 @@ def test_search_puts_each_message_among_the_first_three_results(chromium, server
     assert missed == [], "\n".join(missed)
 
 
+def test_questions_in_a_users_words_find_their_rules(chromium, server, site, tmp_path):
+    # From a newcomer's test of the site: a word no entry holds ("vs") emptied the results,
+    # "inplace" (PyTorch's messages, users) did not match "in-place" (the rules), and a
+    # pasted issue title with no entry holding half its words found nothing at all.
+    questions = {
+        "inference_mode vs no_grad": "inference_mode.html",
+        "difference between detach and no_grad": None,
+        "inplace operation on a leaf": "variable_type_utils.leaf-inplace",
+        "in place operation on a leaf": "variable_type_utils.leaf-inplace",
+        "Inplace operation changes is_leaf attribute": None,
+    }
+    queries = json.dumps(list(questions), ensure_ascii=True).replace("</", "<\\/")
+    harness = site.html / "search-harness-questions.html"
+    harness.write_text(HARNESS.replace("QUERIES", queries), encoding="utf-8")
+    done = _chromium(chromium, tmp_path / "profile", "--dump-dom", f"{server}/{harness.name}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    bs4 = pytest.importorskip("bs4")
+    results = json.loads(bs4.BeautifulSoup(done.stdout, "html.parser").find(id="out").get_text())
+    for (question, expected), urls in zip(questions.items(), results, strict=True):
+        assert urls, f"{question!r} found nothing"
+        if expected:
+            assert any(expected in url for url in urls), (question, urls)
+
+
 def test_the_search_page_ranks_a_pasted_error_with_other_numbers(chromium, server, tmp_path):
     # As a user pastes it: with the exception's class, and the numbers of their own program.
     pasted = ("RuntimeError: one of the variables needed for gradient computation has been "

@@ -22,12 +22,14 @@
   var MAX_RESULTS = 20;
   var SNIPPET = 220;
 
+  // PyTorch's messages write "inplace", the rules "in-place", users either: one word.
   function norm(text) {
     return String(text || "")
       .toLowerCase()
       .replace(/[\u2018\u2019]/g, "'")
       .replace(/[\u201c\u201d]/g, '"')
       .replace(/\s+/g, " ")
+      .replace(/\bin[- ]place\b/g, "inplace")
       .trim();
   }
 
@@ -41,7 +43,8 @@
   var STOP = new Set(("a an the of at is are was were be been to in on for and or but why what " +
     "how when where which who does do did doing my me i it its this that these those with " +
     "from by as can could should would will get gets got after before into than then so " +
-    "there their them they you your we our use using used about").split(" "));
+    "there their them they you your we our use using used about vs versus difference " +
+    "differences between example instead").split(" "));
 
   function keyWords(text) {
     var all = Array.from(new Set(words(text)));
@@ -132,17 +135,40 @@
     return [total, best, enough];
   }
 
+  // Whether some entry holds the word, or a longer form of it (as wordHit counts them).
+  var KNOWN = null;
+
+  function known(word) {
+    if (KNOWN === null) {
+      rarity(word);  // fills FREQUENCY
+      KNOWN = Array.from(FREQUENCY.keys());
+    }
+    if (FREQUENCY.has(word)) return true;
+    if (word.length < 4) return false;
+    return KNOWN.some(function (w) { return w.length > word.length && w.lastIndexOf(word, 0) === 0; });
+  }
+
   function search(query) {
     var index = window.SPEC_INDEX || [];
     var q = cleanQuery(query);
+    // A word no entry holds ("vs", a typo, a word of a pasted title) would only make every
+    // entry miss half the words: it is left out, unless nothing else is left.
     var qwords = keyWords(q);
+    var telling = qwords.filter(known);
+    if (telling.length) qwords = telling;
     if (!q) return [];
     var found = [];
+    var partial = [];
     for (var i = 0; i < index.length; i++) {
       var pair = score(index[i], q, qwords);
       var value = index[i].k === "message" ? pair[0] * MESSAGE_BONUS : pair[0];
-      if (pair[2]) found.push({ entry: index[i], score: value, field: pair[1] });
+      var result = { entry: index[i], score: value, field: pair[1] };
+      if (pair[2]) found.push(result);
+      else if (value > 0) partial.push(result);
     }
+    // No entry holds half of a long question's words: the entries holding most of them are
+    // still better than nothing.
+    if (!found.length) found = partial;
     // On a tie the messages index comes first: it gathers every cause of the message.
     found.sort(function (a, b) {
       return b.score - a.score || (b.entry.k === "message") - (a.entry.k === "message");
