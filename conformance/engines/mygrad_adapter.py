@@ -311,10 +311,25 @@ class Tensor:
         return values, _wrap_constant(np.asarray(indices))
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        indices = np.asarray(_mg().argmax(self.raw, axis=dim))
+        return self._arg("argmax", dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return self._arg("argmin", dim, keepdim)
+
+    def _arg(self, name: str, dim: int | None, keepdim: bool) -> Tensor:
+        indices = np.asarray(getattr(_mg(), name)(self.raw, axis=dim))
         if keepdim and dim is not None:
             indices = np.expand_dims(indices, dim)
         return _wrap_constant(indices)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(_mg().amax(self.raw, axis=_axis(dim), keepdims=keepdim))
+
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(_mg().amin(self.raw, axis=_axis(dim), keepdims=keepdim))
+
+    def prod(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(_mg().prod(self.raw, axis=_axis(dim), keepdims=keepdim))
 
     def matmul(self, other: Any) -> Tensor:
         return Tensor(_mg().matmul(self.raw, _unwrap(other)))
@@ -522,7 +537,8 @@ class _Torch:
         for name in ACTIVATIONS:
             setattr(self, name, getattr(Tensor, name))
         self.matmul = self.mm = lambda a, b: Tensor(mygrad.matmul(_unwrap(a), _unwrap(b)))
-        for name, ufunc in (("maximum", "maximum"), ("minimum", "minimum"), ("pow", "power")):
+        for name, ufunc in (("maximum", "maximum"), ("minimum", "minimum"), ("pow", "power"),
+                            ("atan2", "arctan2")):
             setattr(self, name, _binary(getattr(mygrad, ufunc)))
         self.nan, self.inf = math.nan, math.inf
         functional = {name: getattr(Tensor, name) for name in ACTIVATIONS}
@@ -538,6 +554,22 @@ class _Torch:
                 dtype: Any, requires_grad: bool) -> Tensor:
         values = fill(_sizes(size))
         return self.tensor(values.astype(dtype or np.float32), requires_grad=requires_grad)
+
+    def prod(self, input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return input.prod(dim, keepdim)
+
+    def argmin(self, input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return input.argmin(dim, keepdim)
+
+    def eye(self, n: int, m: int | None = None, *, dtype: Any = None,
+            requires_grad: bool = False) -> Tensor:
+        return Tensor(self._mg.eye(n, m, dtype=dtype or np.float32, constant=not requires_grad))
+
+    def amax(self, input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return input.amax(dim, keepdim)
+
+    def amin(self, input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return input.amin(dim, keepdim)
 
     def arange(self, *args: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         values = np.arange(*args)
