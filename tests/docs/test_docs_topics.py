@@ -84,26 +84,25 @@ class _Case:
 KNOWN = {"leaf", "hooks", "fuzz_findings"}
 
 
-def test_a_missing_or_wrong_subject_is_refused(tmp_path):
+@pytest.mark.parametrize(("placed", "refusal"), [
+    ({"fuzz_findings.a": "hooks"}, "missing: fuzz_findings.b"),
+    ({"fuzz_findings.a": "hook", "fuzz_findings.b": "leaf"}, "placed under 'hook'"),
+    ({"fuzz_findings.a": "fuzz_findings", "fuzz_findings.b": "leaf"},
+     "itself filed by origin"),
+    ({"fuzz_findings.a": "hooks", "fuzz_findings.b": "leaf", "fuzz_findings.gone": "leaf"},
+     "'fuzz_findings.gone', which is not a case"),
+])
+def test_a_missing_or_wrong_subject_is_refused(tmp_path, placed, refusal):
     cases = [_Case("fuzz_findings.a"), _Case("fuzz_findings.b")]
-    path = _spec(tmp_path, """\
-        fuzz_findings:
-          fuzz_findings.a: hooks
-        """)
-    with pytest.raises(GenerateError, match="missing: fuzz_findings.b"):
+    path = tmp_path / "topics.yaml"
+    path.write_text(yaml.safe_dump({"subjects": {"fuzz_findings": placed}}))
+    with pytest.raises(GenerateError, match=refusal):
         case_subjects(path, cases, KNOWN)
-    path.write_text("subjects:\n  fuzz_findings:\n    fuzz_findings.a: hook\n"
-                    "    fuzz_findings.b: leaf\n")
-    with pytest.raises(GenerateError, match="placed under 'hook'"):
-        case_subjects(path, cases, KNOWN)
-    path.write_text("subjects:\n  fuzz_findings:\n    fuzz_findings.a: fuzz_findings\n"
-                    "    fuzz_findings.b: leaf\n")
-    with pytest.raises(GenerateError, match="itself filed by origin"):
-        case_subjects(path, cases, KNOWN)
-    path.write_text("subjects:\n  fuzz_findings:\n    fuzz_findings.a: hooks\n"
-                    "    fuzz_findings.b: leaf\n    fuzz_findings.gone: leaf\n")
-    with pytest.raises(GenerateError, match="'fuzz_findings.gone', which is not a case"):
-        case_subjects(path, cases, KNOWN)
+
+
+def test_every_case_placed_under_a_topic_is_accepted(tmp_path):
+    cases = [_Case("fuzz_findings.a"), _Case("fuzz_findings.b")]
+    path = tmp_path / "topics.yaml"
     path.write_text("subjects:\n  fuzz_findings:\n    fuzz_findings.a: hooks\n"
                     "    fuzz_findings.b: leaf\n")
     assert case_subjects(path, cases, KNOWN) == {"fuzz_findings.a": "hooks",
