@@ -328,7 +328,7 @@ class Tensor:
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a "
                     f"tensor of size '{list(self.shape)}'. Please ensure that the gradient and "
                     "the tensor are the same size")
-            grad_dtype = getattr(self, "_grad_dtype", self.dtype)
+            grad_dtype = self._leaf_grad_dtype()
             if grad_dtype is not None and value.dtype is not grad_dtype:
                 raise RuntimeError(
                     f"attempting to assign a gradient with dtype '{value.dtype.cpp_name}' to a "
@@ -349,6 +349,10 @@ class Tensor:
         default the leaf's own dtype. Leaves only."""
         if self._grad_node is not None:
             raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+        return self._leaf_grad_dtype()
+
+    def _leaf_grad_dtype(self) -> _dtype.dtype | None:
+        # The slot is set only by the setter; until then grad_dtype is the tensor's dtype.
         return getattr(self, "_grad_dtype", self.dtype)
 
     @grad_dtype.setter

@@ -301,7 +301,7 @@ class AccumulateGrad(Node):
         self.variable = variable
         init_node(self, (), variable._data)
         self._seq = ACCUMULATE_GRAD_SEQUENCE
-        grad_dtype = getattr(variable, "_grad_dtype", variable.dtype)
+        grad_dtype = variable._leaf_grad_dtype()
         if grad_dtype is not variable.dtype:
             self.set_grad_dtype(grad_dtype)
 

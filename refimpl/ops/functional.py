@@ -697,11 +697,7 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element (the first among ties, a NaN's where there is one)."""
-    data = input._data
-    if data.dtype.kind == "f":
-        xp = _backend.backend_of(input._device).xp
-        # NumPy's argmin already takes the first NaN; spelled out, as PyTorch's rule.
-        data = xp.where(xp.isnan(data), -xp.inf, data) if xp.isnan(data).any() else data
+    data = input._data  # NumPy's argmin takes the first NaN, as PyTorch's does
     if dim is None:
         return _constant(input, data.argmin())
     d = _wrap_dim(dim, input.dim())
@@ -807,6 +803,9 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
 
 def vector_norm(x: Tensor, ord: float = 2, dim: Any = None) -> Tensor:
     """``torch.linalg.vector_norm`` of all elements (2, 1, inf or another positive p)."""
+    if dim is not None:
+        raise NotImplementedError("refimpl's vector_norm reduces over all elements only; "
+                                  "dim= is not implemented")
     return apply(D.LINALG_VECTOR_NORM, (x,), {"ord": float(ord)})
 
 
