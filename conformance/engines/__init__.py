@@ -69,12 +69,19 @@ def _compiled_autograd() -> Engine:
     return make_engine()
 
 
+def _torch_func_tape() -> Engine:
+    from conformance.engines.torch_func_adapter import make_engine
+
+    return make_engine()
+
+
 BUILTINS: dict[str, Callable[[], Engine]] = {
     "refimpl": lambda: _make_torch_like("refimpl", "refimpl"),
     "refimpl-cuda": lambda: _make_torch_like("refimpl-cuda", "refimpl", "cuda"),
     "torch": lambda: _make_torch_like("torch", "torch"),
     "torch-cuda": lambda: _make_torch_like("torch-cuda", "torch", "cuda"),
     "torch-compiled-autograd": _compiled_autograd,
+    "torch-func-tape": _torch_func_tape,
 }
 
 

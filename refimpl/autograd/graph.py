@@ -170,8 +170,9 @@ class Node:
 
     # _pre_hooks: the hooks of the tensors this node produced (register_hook, retain_grad);
     # _node_pre_hooks and _post_hooks: the node's own (register_prehook, register_hook).
+    # _primals: what an op run on another engine read (refimpl.ops.kernels), for its vjp.
     __slots__ = ("next_functions", "_saved", "_info", "_shape", "_dtype", "_pre_hooks",
-                 "_node_pre_hooks", "_post_hooks", "_seq", "__weakref__")
+                 "_node_pre_hooks", "_post_hooks", "_seq", "_primals", "__weakref__")
 
     # Set on each generated subclass: the op-table row whose derivatives this node runs.
     _row: Any = None

@@ -450,6 +450,9 @@ def edge(t: Tensor) -> tuple[Node | None, int]:
 
 
 _NO_EDGE = (None, 0)
+RECORD_HOOK: Callable[[Node, OpRow], None] | None = None
+"""Called with each node ``_record`` makes, while another engine runs the rows
+(``refimpl.ops.kernels``)."""
 _PLAIN_FACTS = frozenset((int, float, bool, str, type(None), tuple))
 _QUIET = _backend.QUIET
 
@@ -743,6 +746,8 @@ def _record(row: OpRow, tensors: Sequence[Tensor], params: dict[str, Any], resul
     result._requires_grad = True
     if node._saved and SAVED_TENSORS_HOOKS.stack:
         pack_saved(node, (result,))
+    if RECORD_HOOK is not None:
+        RECORD_HOOK(node, row)
 
 
 class WrappedNumber(Tensor):

@@ -1,0 +1,362 @@
+"""Running the op table's math on another array engine, under refimpl's autograd state.
+
+refimpl is two things: PyTorch's tensor-level autograd state (leaves, ``requires_grad``,
+``.grad``, hooks, grad modes, saved tensors and their version checks, graph freeing) and an op
+table whose rows compute forward values and derivatives with NumPy. :func:`install` keeps the
+first and takes the second from an engine that has only arrays, functions and vector-Jacobian
+products (JAX, MLX, HIPS autograd, ``torch.func``): every row's forward is the engine's
+function and every node's backward the engine's ``vjp`` of it, so a value or gradient a case
+reads was computed by the engine, and everything else is the state machinery refimpl shares
+with every engine installed this way.
+
+What stays refimpl's, by design:
+
+- **Memory layout.** A view row (``view``, ``transpose``, ``select``...) and the in-place
+  layout rows (``t_``, ``squeeze_``...) must alias their input, which an immutable engine array
+  cannot: their forward stays a NumPy view, checked against the engine's function when the
+  engine has one. Their backward is the engine's ``vjp`` when it has the function, else the
+  row's own formula, which is written with rows and so runs on the engine too.
+- **Which inputs are differentiable and what a node saves.** A node saves what PyTorch's saves
+  (the row's formulas say which), so freeing, version checks and saved-tensor hooks behave as in
+  PyTorch. The engine's ``vjp`` reads the inputs as they were at the forward (a private snapshot
+  the node keeps), except a saved input, which it reads back as backward unpacks it.
+- **The gradient's conventions at the tape's level**: summing the gradients of several uses,
+  reducing a broadcast gradient, casting it to the input's dtype. Those run as rows, on the
+  engine.
+
+Under ``create_graph=True`` a node's backward records, for each input, a node whose forward is
+the engine's ``vjp`` (a function of the gradient and the op's inputs) and whose own backward is
+the engine's ``vjp`` of that, so any order of derivative is the engine's. Such nodes are named
+``EngineVjpBackward``: PyTorch's names for them are those of the ops its formulas use, which
+only its own formulas can reproduce.
+
+An engine is described by a :class:`Kernels` object::
+
+    class MyKernels(Kernels):
+        name = "myengine"
+        ops = {"mul.Tensor": lambda self, other: self * other, ...}   # row name -> function
+        def to_engine(self, array): ...       # NumPy array -> a snapshot the engine owns
+        def to_numpy(self, value): ...        # engine array -> NumPy array
+        def vjp(self, fn, primals, cotangent): ...   # -> one gradient per primal
+
+A function takes the engine's arrays for the row's tensor inputs positionally (a ``*tensors``
+row takes them all) and the row's parameters as keywords (tensors among them as engine arrays),
+exactly as the row's ``forward`` does without its ``xp`` (``refimpl.ops.table``); a row with
+extra outputs returns a tuple. An op with no function raises NotImplementedError naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy
+
+from refimpl import _backend
+from refimpl._tensor import Tensor, wrap
+from refimpl.autograd import anomaly_mode, grad_mode
+from refimpl.autograd.graph import FREED, SECOND_BACKWARD, SEQUENCE, Node
+from refimpl.ops import table
+from refimpl.ops.table import ROWS, OpRow, unpack_saved
+
+__all__ = ["Kernels", "install", "uninstall", "installed", "LAYOUT_ROWS"]
+
+LAYOUT_ROWS = frozenset({"t_", "transpose_", "squeeze_", "squeeze_.dim", "squeeze_.dims",
+                         "unsqueeze_"})
+"""In-place rows that only change how a tensor's memory is read: their forward stays NumPy's."""
+
+# Views whose forward and backward stay the row's: forward AD's own plumbing (its formulas are
+# the identity), and the multi-output views, whose node is assembled from one row application
+# per piece (refimpl.ops.functional.unbind) and whose backward stacks the pieces' gradients
+# with rows.
+_STRUCTURAL = frozenset({"_make_dual", "_fw_primal", "alias", "unbind.int", "split.Tensor",
+                         "split_with_sizes"})
+
+
+class Kernels:
+    """An engine's arrays, functions and vector-Jacobian products (see the module docstring)."""
+
+    name = "engine"
+    ops: dict[str, Callable[..., Any]] = {}
+    conjugate = False
+    """True when the engine's ``vjp`` of a holomorphic function is ``g * f'(x)`` (JAX, the
+    transpose of the linear map) rather than PyTorch's ``g * conj(f'(x))``: the tape then
+    conjugates the cotangent and the gradients around it."""
+
+    def to_engine(self, array: Any) -> Any:
+        """A NumPy array as the engine's array; a copy the engine owns (later in-place writes
+        to ``array`` must not reach it)."""
+        raise NotImplementedError
+
+    def to_numpy(self, value: Any) -> numpy.ndarray:
+        raise NotImplementedError
+
+    def vjp(self, fn: Callable[..., Any], primals: Sequence[Any],
+            cotangent: Any) -> Sequence[Any]:
+        """The gradient of ``sum(fn(*primals) * cotangent)`` for each primal."""
+        raise NotImplementedError
+
+
+_KERNELS: Kernels | None = None
+_SAVED_CLASSES: dict[str, tuple[Any, Any, type]] = {}
+_LAST: list[Any] = [None, None]
+"""The row the engine ran last and the snapshot of its inputs, for the node ``_record``
+makes next (an in-place op records after it wrote its input)."""
+
+
+def installed() -> Kernels | None:
+    return _KERNELS
+
+
+def install(kernels: Kernels) -> None:
+    """Run every row on ``kernels`` until :func:`uninstall`."""
+    global _KERNELS
+    if _KERNELS is kernels:
+        return
+    uninstall()
+    _KERNELS = kernels
+    for name, row in ROWS.items():
+        _SAVED_CLASSES[name] = (row.forward, row.raw_forward, type(row))
+        if row.is_view or name in LAYOUT_ROWS:
+            if name in _STRUCTURAL:
+                continue
+            forward = _checked_view(row, row.raw_forward, kernels)
+        else:
+            forward = _engine_forward(row, row.raw_forward, kernels)
+        row.forward = row.raw_forward = forward
+        row.__class__ = EngineRow
+    table.RECORD_HOOK = _recorded
+
+
+def uninstall() -> None:
+    """Give every row back its own forward and formulas."""
+    global _KERNELS
+    for name, (forward, raw_forward, cls) in _SAVED_CLASSES.items():
+        row = ROWS[name]
+        row.forward, row.raw_forward = forward, raw_forward
+        row.__class__ = cls
+    _SAVED_CLASSES.clear()
+    _KERNELS = None
+    table.RECORD_HOOK = None
+    _LAST[:] = [None, None]
+
+
+def _missing(kernels: Kernels, row: OpRow) -> NotImplementedError:
+    return NotImplementedError(
+        f"{kernels.name} has no function for the op {row.name!r} (PyTorch's {row.node}): add "
+        f"one to the adapter's kernel table")
+
+
+def _engine_params(kernels: Kernels, params: dict[str, Any]) -> dict[str, Any]:
+    """The row's parameters with tensors (index tensors, masks) as the engine's arrays."""
+    if not params:
+        return params
+    return {k: _engine_value(kernels, v) for k, v in params.items()}
+
+
+def _engine_value(kernels: Kernels, value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return kernels.to_engine(value._data)
+    if isinstance(value, numpy.ndarray):
+        return kernels.to_engine(value)
+    if type(value) in (list, tuple) and any(isinstance(v, (Tensor, numpy.ndarray))
+                                            for v in value):
+        return type(value)(_engine_value(kernels, v) for v in value)
+    return value
+
+
+def _expected(fn: Callable[..., Any], xp: Any, arrays: tuple[Any, ...],
+              params: dict[str, Any]) -> Any:
+    """What the row's own forward makes (for its shape and dtype), or None where it refuses."""
+    try:
+        with numpy.errstate(all="ignore"):
+            return fn(xp, *arrays, **params)
+    except Exception:  # noqa: BLE001 - the engine's answer stands where PyTorch's would refuse
+        return None
+
+
+def _engine_forward(row: OpRow, own: Callable[..., Any], kernels: Kernels
+                    ) -> Callable[..., Any]:
+    function = kernels.ops.get(row.name)
+
+    def forward(xp: Any, *arrays: Any, **params: Any) -> Any:
+        if function is None:
+            raise _missing(kernels, row)
+        primals = [kernels.to_engine(a) for a in arrays]
+        engine_params = _engine_params(kernels, params)
+        out = function(*primals, **engine_params)
+        _LAST[:] = [row, (primals, engine_params)]
+        expected = _expected(own, xp, arrays, params)
+        if isinstance(out, tuple):
+            shapes = expected if isinstance(expected, tuple) else [None] * len(out)
+            return tuple(_as_numpy(kernels, row, o, e) for o, e in zip(out, shapes, strict=True))
+        return _as_numpy(kernels, row, out, expected)
+
+    return forward
+
+
+def _as_numpy(kernels: Kernels, row: OpRow, value: Any, expected: Any) -> Any:
+    array = numpy.asarray(kernels.to_numpy(value))
+    if expected is None:
+        return array
+    expected = numpy.asarray(expected)
+    if array.shape != expected.shape:
+        raise RuntimeError(
+            f"{kernels.name}'s {row.name} gave shape {list(array.shape)} where PyTorch's "
+            f"{row.name} gives {list(expected.shape)}")
+    if array.dtype != expected.dtype:
+        # The row's result type is PyTorch's promotion, which the tape relies on; an engine
+        # that computes in another type (or has no such type) keeps its values, in that type.
+        array = array.astype(expected.dtype)
+    if expected.ndim > 1 and not expected.flags.c_contiguous:
+        # The layout PyTorch gives the result decides what view() accepts later.
+        out = numpy.empty_like(expected)
+        out[...] = array
+        return out
+    return array
+
+
+def _checked_view(row: OpRow, own: Callable[..., Any], kernels: Kernels
+                  ) -> Callable[..., Any]:
+    function = kernels.ops.get(row.name)
+
+    def forward(xp: Any, *arrays: Any, **params: Any) -> Any:
+        view = own(xp, *arrays, **params)
+        if function is None:
+            raise _missing(kernels, row)
+        primals = [kernels.to_engine(a) for a in arrays]
+        engine_params = _engine_params(kernels, params)
+        value = numpy.asarray(kernels.to_numpy(function(*primals, **engine_params)))
+        _LAST[:] = [row, (primals, engine_params)]
+        if value.shape != view.shape or not numpy.array_equal(value, view, equal_nan=True):
+            raise RuntimeError(
+                f"{kernels.name}'s {row.name} gave other values than the view PyTorch's "
+                f"{row.name} makes: shape {list(value.shape)} against {list(view.shape)}")
+        return view
+
+    return forward
+
+
+def _recorded(node: Node, row: OpRow) -> None:
+    if _LAST[0] is row:
+        node._primals = _LAST[1]
+    _LAST[:] = [None, None]
+
+
+class EngineRow(OpRow):
+    """A row whose nodes take their gradients from the installed engine's ``vjp``."""
+
+    __slots__ = ()
+
+    def backward(self, node: Node, grad: Tensor) -> list[Tensor | None]:
+        kernels = _KERNELS
+        function = None if kernels is None else kernels.ops.get(self.name)
+        forward = getattr(node, "_primals", None)
+        if function is None or forward is None:
+            return OpRow.backward(self, node, grad)
+        primals, params = forward
+        saved = node._saved
+        if saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        primals = list(primals)
+        for k in self.unpack_order:
+            # Every saved tensor is unpacked and version-checked first, in PyTorch's order; a
+            # saved input is read back as unpacked (a hook may have replaced it).
+            if saved and saved[k] is not None:
+                value = unpack_saved(node, saved[k])
+                i = self.save_plan[k][0]
+                if i >= 0 and not self.variadic:
+                    primals[i] = kernels.to_engine(value._data)
+        multi = bool(self.extra_outputs)
+
+        def fn(*arrays: Any) -> Any:
+            out = function(*arrays, **params)
+            return out[0] if multi else out
+
+        wanted = [i for i, (next_fn, _) in enumerate(node.next_functions)
+                  if next_fn is not None and (self.variadic or self.formulas[i] is not None)]
+        return _vjp_grads(kernels, fn, primals, node.next_functions, wanted, grad,
+                          len(node.next_functions))
+
+
+def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
+               edges: Sequence[Any], wanted: list[int], grad: Tensor,
+               count: int) -> list[Tensor | None]:
+    out: list[Tensor | None] = [None] * count
+    if not wanted:
+        return out
+    dev = grad._device
+    if grad_mode._state.enabled:
+        # create_graph: each gradient is a node of its own over (grad, the op's inputs).
+        grad_edge = table.edge(grad)
+        for i in wanted:
+            out[i] = _record_vjp(kernels, fn, primals, i, grad, grad_edge, edges, dev)
+        return out
+    grads = _engine_vjp(kernels, fn, primals, kernels.to_engine(grad._data), wanted)
+    for i, g in zip(wanted, grads, strict=True):
+        out[i] = wrap(numpy.asarray(kernels.to_numpy(g)), dev)
+    return out
+
+
+def _engine_vjp(kernels: Kernels, fn: Callable[..., Any], primals: Sequence[Any],
+                cotangent: Any, wanted: Sequence[int]) -> list[Any]:
+    """The gradients of the ``wanted`` primals; the others are constants of the function (an
+    integer input, an input that needs no gradient)."""
+    def of_wanted(*chosen: Any) -> Any:
+        args = list(primals)
+        for i, value in zip(wanted, chosen, strict=True):
+            args[i] = value
+        return fn(*args)
+
+    chosen = [primals[i] for i in wanted]
+    if not kernels.conjugate or not numpy.iscomplexobj(kernels.to_numpy(cotangent)):
+        return list(kernels.vjp(of_wanted, chosen, cotangent))
+    conj = kernels.ops["conj"]
+    return [conj(g) for g in kernels.vjp(of_wanted, chosen, conj(cotangent))]
+
+
+def _gradient_of(kernels: Kernels, fn: Callable[..., Any], i: int) -> Callable[..., Any]:
+    """``(cotangent, *primals) -> the gradient of primal i``, itself differentiable by the
+    engine."""
+    def gradient(cotangent: Any, *primals: Any) -> Any:
+        return _engine_vjp(kernels, fn, primals, cotangent, [i])[0]
+
+    return gradient
+
+
+class EngineVjpBackward(Node):
+    """The node of a gradient computed under create_graph: the engine's ``vjp`` of its
+    function, over (the gradient, the op's inputs)."""
+
+    __slots__ = ()
+
+    def apply(self, grad: Tensor) -> list[Tensor | None]:
+        kernels, fn = self._info["kernels"], self._info["fn"]
+        wanted = [i for i, (next_fn, _) in enumerate(self.next_functions) if next_fn is not None]
+        return _vjp_grads(kernels, fn, list(self._primals), self.next_functions, wanted, grad,
+                          len(self.next_functions))
+
+
+def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i: int,
+                grad: Tensor, grad_edge: Any, edges: Sequence[Any],
+                dev: _backend.device) -> Tensor:
+    gradient = _gradient_of(kernels, fn, i)
+    inputs = [kernels.to_engine(grad._data), *primals]
+    result = wrap(numpy.asarray(kernels.to_numpy(gradient(*inputs))), dev)
+    next_functions = (grad_edge, *edges)
+    if all(e[0] is None for e in next_functions):
+        return result
+    node = EngineVjpBackward()
+    node._seq = next(SEQUENCE)
+    if anomaly_mode._enabled:
+        anomaly_mode.record(node)
+    node.next_functions = tuple(next_functions)
+    node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
+    node._shape = result._data.shape
+    node._dtype = result._data.dtype
+    node._saved = None
+    node._info = {"kernels": kernels, "fn": gradient}
+    node._primals = inputs
+    result._grad_node = node
+    result._requires_grad = True
+    return result
