@@ -72,7 +72,9 @@ def _kernels(torch: Any, base: type) -> Any:
         "_log_softmax": lambda s, *, dim: aten._log_softmax(s, dim, False),
         "mse_loss": lambda s, t, *, reduction="mean": aten.mse_loss(s, t, REDUCTIONS[reduction]),
         "clone.contiguous_format": lambda s: aten.clone(s, memory_format=torch.contiguous_format),
-        "copy_": lambda s, src: aten.copy(s, src),
+        # The copy's value is src's; self only gives the shape and dtype (no gradient).
+        "copy_": lambda s, src: torch.where(torch.ones_like(s, dtype=torch.bool),
+                                            src.to(s.dtype), s),
         "fill_.Scalar": lambda s, *, value: aten.fill.Scalar(s, value),
         "fill_.Tensor": lambda s, v: aten.fill.Tensor(s, v),
         "zero_": lambda s: aten.zeros_like(s),
@@ -88,9 +90,15 @@ def _kernels(torch: Any, base: type) -> Any:
         "slice.Tensor": lambda s, *, dim, index: s[(slice(None),) * dim + (index,)],
         "unsafe_split.Tensor": lambda s, *, dim, index: s[(slice(None),) * dim + (index,)]
             .clone(),
+        "select_backward": lambda g, *, shape, dim, index: aten.select_backward(
+            g, list(shape), dim, index),
+        "slice_backward": lambda g, *, shape, dim, index: aten.slice_backward(
+            g, list(shape), dim, *index.indices(shape[dim])),
+        "diagonal_backward": lambda g, *, shape, offset, dim1, dim2: aten.diagonal_backward(
+            g, list(shape), offset, dim1, dim2),
         "as_strided": lambda s, *, size, stride, offset: aten.as_strided(
             s.contiguous(), size, stride, offset),
-        "_reshape_alias": lambda s, *, size: aten.reshape(s, size),
+        "_unsafe_view": lambda s, *, size: aten.reshape(s, size).clone(),
         "squeeze_": lambda s: aten.squeeze(s), "squeeze_.dim": lambda s, *, dim:
             aten.squeeze.dim(s, dim),
         "squeeze_.dims": lambda s, *, dim: aten.squeeze.dims(s, dim),
@@ -123,11 +131,16 @@ def _kernels(torch: Any, base: type) -> Any:
 
         def to_numpy(self, value: Any) -> np.ndarray:
             value = value.detach().resolve_conj().resolve_neg()
+            if value._is_zerotensor():
+                return np.zeros(tuple(value.shape), str(value.dtype).removeprefix("torch."))
             if value.dtype == torch.bfloat16:
                 import ml_dtypes
 
                 return value.float().numpy().astype(ml_dtypes.bfloat16)
             return value.numpy()
+
+        def is_zero(self, value: Any) -> bool:
+            return bool(value._is_zerotensor())
 
         def vjp(self, fn: Callable[..., Any], primals: Any, cotangent: Any) -> Any:
             _, pullback = torch.func.vjp(fn, *primals)

@@ -13,9 +13,10 @@ What stays refimpl's, by design:
 
 - **Memory layout.** A view row (``view``, ``transpose``, ``select``...) and the in-place
   layout rows (``t_``, ``squeeze_``...) must alias their input, which an immutable engine array
-  cannot: their forward stays a NumPy view, checked against the engine's function when the
-  engine has one. Their backward is the engine's ``vjp`` when it has the function, else the
-  row's own formula, which is written with rows and so runs on the engine too.
+  cannot, and their gradient aliases the incoming one (``x.view(6).backward(g)`` leaves a view
+  of ``g`` in ``x.grad``): they keep their NumPy forward and their own formulas, which move
+  memory with views and compute with rows (``select_backward``, ``sum``), so what arithmetic
+  they do runs on the engine.
 - **Which inputs are differentiable and what a node saves.** A node saves what PyTorch's saves
   (the row's formulas say which), so freeing, version checks and saved-tensor hooks behave as in
   PyTorch. The engine's ``vjp`` reads the inputs as they were at the forward (a private snapshot
@@ -65,14 +66,6 @@ LAYOUT_ROWS = frozenset({"t_", "transpose_", "squeeze_", "squeeze_.dim", "squeez
                          "unsqueeze_"})
 """In-place rows that only change how a tensor's memory is read: their forward stays NumPy's."""
 
-# Views whose forward and backward stay the row's: forward AD's own plumbing (its formulas are
-# the identity), and the multi-output views, whose node is assembled from one row application
-# per piece (refimpl.ops.functional.unbind) and whose backward stacks the pieces' gradients
-# with rows.
-_STRUCTURAL = frozenset({"_make_dual", "_fw_primal", "alias", "unbind.int", "split.Tensor",
-                         "split_with_sizes"})
-
-
 class Kernels:
     """An engine's arrays, functions and vector-Jacobian products (see the module docstring)."""
 
@@ -96,6 +89,11 @@ class Kernels:
         """The gradient of ``sum(fn(*primals) * cotangent)`` for each primal."""
         raise NotImplementedError
 
+    def is_zero(self, value: Any) -> bool:
+        """Whether ``value`` is a symbolic zero of the engine (PyTorch's ZeroTensor): the
+        tape then gives an immutable zero tensor that records no graph, as PyTorch does."""
+        return False
+
 
 _KERNELS: Kernels | None = None
 _SAVED_CLASSES: dict[str, tuple[Any, Any, type]] = {}
@@ -116,14 +114,10 @@ def install(kernels: Kernels) -> None:
     uninstall()
     _KERNELS = kernels
     for name, row in ROWS.items():
-        _SAVED_CLASSES[name] = (row.forward, row.raw_forward, type(row))
         if row.is_view or name in LAYOUT_ROWS:
-            if name in _STRUCTURAL:
-                continue
-            forward = _checked_view(row, row.raw_forward, kernels)
-        else:
-            forward = _engine_forward(row, row.raw_forward, kernels)
-        row.forward = row.raw_forward = forward
+            continue
+        _SAVED_CLASSES[name] = (row.forward, row.raw_forward, type(row))
+        row.forward = row.raw_forward = _engine_forward(row, row.raw_forward, kernels)
         row.__class__ = EngineRow
     table.RECORD_HOOK = _recorded
 
@@ -208,33 +202,12 @@ def _as_numpy(kernels: Kernels, row: OpRow, value: Any, expected: Any) -> Any:
         # The row's result type is PyTorch's promotion, which the tape relies on; an engine
         # that computes in another type (or has no such type) keeps its values, in that type.
         array = array.astype(expected.dtype)
-    if expected.ndim > 1 and not expected.flags.c_contiguous:
+    if array.strides != expected.strides:
         # The layout PyTorch gives the result decides what view() accepts later.
         out = numpy.empty_like(expected)
         out[...] = array
         return out
     return array
-
-
-def _checked_view(row: OpRow, own: Callable[..., Any], kernels: Kernels
-                  ) -> Callable[..., Any]:
-    function = kernels.ops.get(row.name)
-
-    def forward(xp: Any, *arrays: Any, **params: Any) -> Any:
-        view = own(xp, *arrays, **params)
-        if function is None:
-            raise _missing(kernels, row)
-        primals = [kernels.to_engine(a) for a in arrays]
-        engine_params = _engine_params(kernels, params)
-        value = numpy.asarray(kernels.to_numpy(function(*primals, **engine_params)))
-        _LAST[:] = [row, (primals, engine_params)]
-        if value.shape != view.shape or not numpy.array_equal(value, view, equal_nan=True):
-            raise RuntimeError(
-                f"{kernels.name}'s {row.name} gave other values than the view PyTorch's "
-                f"{row.name} makes: shape {list(value.shape)} against {list(view.shape)}")
-        return view
-
-    return forward
 
 
 def _recorded(node: Node, row: OpRow) -> None:
@@ -276,12 +249,30 @@ class EngineRow(OpRow):
         wanted = [i for i, (next_fn, _) in enumerate(node.next_functions)
                   if next_fn is not None and (self.variadic or self.formulas[i] is not None)]
         return _vjp_grads(kernels, fn, primals, node.next_functions, wanted, grad,
-                          len(node.next_functions))
+                          len(node.next_functions), _dependencies(self, len(primals)))
+
+
+def _dependencies(row: OpRow, count: int) -> list[list[int]]:
+    """For each input, the inputs its gradient depends on beyond the incoming gradient: those
+    PyTorch's formula reads from what the node saved (all of them where it reads the result).
+    A create_graph gradient is a function of exactly these, as PyTorch's is: the gradient of
+    ``x * 2`` is a constant, of ``x * y`` a function of ``y`` alone."""
+    if row.variadic:
+        return [list(range(count)) if row.saved_names else []] * count
+    deps = []
+    for entry in row.formulas:
+        used: set[int] = set()
+        for kind, key in entry[1] if entry is not None else ():
+            if kind == table._SAVED:
+                name = row.saved_names[key]
+                used.update(range(count) if name == "result" else [row.inputs.index(name)])
+        deps.append(sorted(used))
+    return deps
 
 
 def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
                edges: Sequence[Any], wanted: list[int], grad: Tensor,
-               count: int) -> list[Tensor | None]:
+               count: int, deps: list[list[int]] | None = None) -> list[Tensor | None]:
     out: list[Tensor | None] = [None] * count
     if not wanted:
         return out
@@ -290,11 +281,14 @@ def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
         # create_graph: each gradient is a node of its own over (grad, the op's inputs).
         grad_edge = table.edge(grad)
         for i in wanted:
-            out[i] = _record_vjp(kernels, fn, primals, i, grad, grad_edge, edges, dev)
+            out[i] = _record_vjp(kernels, fn, primals, i,
+                                 list(range(count)) if deps is None else deps[i],
+                                 grad, grad_edge, edges, dev)
         return out
     grads = _engine_vjp(kernels, fn, primals, kernels.to_engine(grad._data), wanted)
     for i, g in zip(wanted, grads, strict=True):
         out[i] = wrap(numpy.asarray(kernels.to_numpy(g)), dev)
+        out[i]._zero = kernels.is_zero(g)
     return out
 
 
@@ -315,15 +309,6 @@ def _engine_vjp(kernels: Kernels, fn: Callable[..., Any], primals: Sequence[Any]
     return [conj(g) for g in kernels.vjp(of_wanted, chosen, conj(cotangent))]
 
 
-def _gradient_of(kernels: Kernels, fn: Callable[..., Any], i: int) -> Callable[..., Any]:
-    """``(cotangent, *primals) -> the gradient of primal i``, itself differentiable by the
-    engine."""
-    def gradient(cotangent: Any, *primals: Any) -> Any:
-        return _engine_vjp(kernels, fn, primals, cotangent, [i])[0]
-
-    return gradient
-
-
 class EngineVjpBackward(Node):
     """The node of a gradient computed under create_graph: the engine's ``vjp`` of its
     function, over (the gradient, the op's inputs)."""
@@ -331,6 +316,8 @@ class EngineVjpBackward(Node):
     __slots__ = ()
 
     def apply(self, grad: Tensor) -> list[Tensor | None]:
+        if self._saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
         kernels, fn = self._info["kernels"], self._info["fn"]
         wanted = [i for i, (next_fn, _) in enumerate(self.next_functions) if next_fn is not None]
         return _vjp_grads(kernels, fn, list(self._primals), self.next_functions, wanted, grad,
@@ -338,12 +325,21 @@ class EngineVjpBackward(Node):
 
 
 def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i: int,
-                grad: Tensor, grad_edge: Any, edges: Sequence[Any],
+                deps: list[int], grad: Tensor, grad_edge: Any, edges: Sequence[Any],
                 dev: _backend.device) -> Tensor:
-    gradient = _gradient_of(kernels, fn, i)
-    inputs = [kernels.to_engine(grad._data), *primals]
-    result = wrap(numpy.asarray(kernels.to_numpy(gradient(*inputs))), dev)
-    next_functions = (grad_edge, *edges)
+    def gradient(cotangent: Any, *values: Any) -> Any:
+        args = list(primals)
+        for j, value in zip(deps, values, strict=True):
+            args[j] = value
+        return _engine_vjp(kernels, fn, args, cotangent, [i])[0]
+
+    inputs = [kernels.to_engine(grad._data), *[primals[j] for j in deps]]
+    value = gradient(*inputs)
+    result = wrap(numpy.asarray(kernels.to_numpy(value)), dev)
+    next_functions = (grad_edge, *[edges[j] for j in deps])
+    if kernels.is_zero(value):
+        result._zero = True
+        return result
     if all(e[0] is None for e in next_functions):
         return result
     node = EngineVjpBackward()
@@ -354,7 +350,10 @@ def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i:
     node._pre_hooks = node._node_pre_hooks = node._post_hooks = None
     node._shape = result._data.shape
     node._dtype = result._data.dtype
-    node._saved = None
+    # PyTorch's formula reads the saved tensors with ops that save them in turn, so such a
+    # gradient's graph is freed by a backward pass through it; a gradient linear in the
+    # incoming one alone (``grad * 2``) saves nothing.
+    node._saved = () if deps else None
     node._info = {"kernels": kernels, "fn": gradient}
     node._primals = inputs
     result._grad_node = node
