@@ -31,6 +31,7 @@ the ops of PyTorch's formulas.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -75,3 +76,140 @@ class TapeEngine(TorchLikeEngine):
         # The tape is this project's code: a repro goes through the adapter, loaded by name.
         return Engine.repro_prelude(self)
 
+
+
+def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """Functions for the op table's rows from a module with NumPy's API (`jax.numpy`,
+    `autograd.numpy`, and `mlx.core` where it agrees); `vjp` is the engine's, as
+    `Kernels.vjp`. Each is the plain NumPy spelling of the op, so its derivative is whatever
+    the engine's derivative of that spelling is (`clamp` is `clip`, `relu` is `maximum(x, 0)`):
+    an adapter replaces a function where its engine has its own (`jax.nn.relu`) and deletes
+    what its engine lacks."""
+
+    def axes(dim: Any) -> Any:
+        # PyTorch reduces over every dimension when given none (dim=[]).
+        return tuple(dim) if isinstance(dim, (list, tuple)) and dim else \
+            None if isinstance(dim, (list, tuple)) else dim
+
+    def scatter_grad(view: Callable[[Any], Any]) -> Callable[..., Any]:
+        # The gradient of a view, placed back in a tensor of the input's shape: the transpose
+        # of a linear map, which is its vjp at any point (zeros).
+        def backward(grad: Any, *, shape: Any, **params: Any) -> Any:
+            return vjp(lambda z: view(z, **params), [np_.zeros(tuple(shape), grad.dtype)],
+                       grad)[0]
+        return backward
+
+    def index(indices: Any) -> tuple[Any, ...]:
+        return tuple(slice(None) if i is None else i for i in indices)
+
+    def ordered(x: Any, dim: int, descending: bool) -> Any:
+        # Stable, and descending keeps tied elements in their order, as PyTorch's sort.
+        return np_.argsort(-x if descending else x, axis=dim, kind="stable")
+
+    def median(x: Any, dim: Any, keepdim: bool) -> Any:
+        flat = x.reshape(-1) if dim is None else x
+        axis = 0 if dim is None else dim
+        order = np_.argsort(flat, axis=axis, kind="stable")
+        pick = np_.take(order, np_.asarray([(flat.shape[axis] - 1) // 2]), axis=axis)
+        values = np_.take_along_axis(flat, pick, axis=axis)
+        if dim is None:
+            return values.reshape(())
+        return (values, pick) if keepdim else (np_.squeeze(values, axis), np_.squeeze(pick, axis))
+
+    def select(z: Any, *, dim: int, index: Any) -> Any:
+        return z[(slice(None),) * dim + (index,)]
+
+    def batch_norm(x: Any, w: Any, b: Any, *, training: bool, eps: float,
+                   running_mean: Any = None, running_var: Any = None) -> Any:
+        dims = (0, *range(2, x.ndim))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        if training:
+            mean = np_.mean(x, axis=dims)
+            var = np_.mean((x - mean.reshape(shape)) ** 2, axis=dims)
+        else:
+            mean, var = running_mean, running_var
+        out = (x - mean.reshape(shape)) / np_.sqrt(var.reshape(shape) + eps)
+        return out * w.reshape(shape) + b.reshape(shape), mean, var
+
+    def log_softmax(x: Any, *, dim: int) -> Any:
+        shifted = x - np_.max(x, axis=dim, keepdims=True)
+        return shifted - np_.log(np_.sum(np_.exp(shifted), axis=dim, keepdims=True))
+
+    def reduction(loss: Any, reduction: str) -> Any:
+        return np_.mean(loss) if reduction == "mean" else \
+            np_.sum(loss) if reduction == "sum" else loss
+
+    return {
+        "abs": np_.abs, "ceil": np_.ceil, "floor": np_.floor, "round": np_.round,
+        "trunc": np_.trunc, "cos": np_.cos, "sin": np_.sin, "exp": np_.exp, "log": np_.log,
+        "sqrt": np_.sqrt, "tanh": np_.tanh, "sign": np_.sign, "neg": lambda x: -x,
+        "reciprocal": lambda x: 1 / x, "conj": np_.conj, "real": np_.real,
+        "sgn": lambda x: x / np_.where(x == 0, 1, np_.abs(x)) if np_.iscomplexobj(x)
+            else np_.sign(x),
+        "sigmoid": lambda x: 1 / (1 + np_.exp(-x)),
+        "relu": lambda x: np_.maximum(x, 0),
+        "atan2": np_.arctan2, "maximum": np_.maximum, "minimum": np_.minimum,
+        "add.Scalar": lambda x, *, other: x + other,
+        "add.Tensor": lambda x, y, *, alpha=1: x + y if alpha == 1 else x + alpha * y,
+        "sub.Scalar": lambda x, *, other, alpha=1: x - alpha * other,
+        "sub.Tensor": lambda x, y, *, alpha=1: x - y if alpha == 1 else x - alpha * y,
+        "rsub.Scalar": lambda x, *, other, alpha=1: other - alpha * x,
+        "mul.Scalar": lambda x, *, other: x * other, "mul.Tensor": lambda x, y: x * y,
+        "div.Scalar": lambda x, *, other: x / other, "div.Tensor": lambda x, y: x / y,
+        "pow.Scalar": lambda e, *, self: np_.power(self, e),
+        "pow.Tensor_Scalar": lambda x, *, exponent: np_.power(x, exponent),
+        "pow.Tensor_Tensor": np_.power,
+        "mm": np_.matmul, "mv": np_.matmul, "dot": np_.dot,
+        "addmm": lambda s, a, b, *, beta=1, alpha=1: alpha * np_.matmul(a, b) if beta == 0
+            else beta * s + alpha * np_.matmul(a, b),
+        "sum": np_.sum, "mean": np_.mean, "prod": np_.prod, "max": np_.max, "min": np_.min,
+        "trace": np_.trace,
+        "sum.dim_IntList": lambda x, *, dim, keepdim=False:
+            np_.sum(x, axis=axes(dim), keepdims=keepdim),
+        "mean.dim": lambda x, *, dim, keepdim=False: np_.mean(x, axis=axes(dim), keepdims=keepdim),
+        "amax": lambda x, *, dim, keepdim=False: np_.max(x, axis=axes(dim), keepdims=keepdim),
+        "amin": lambda x, *, dim, keepdim=False: np_.min(x, axis=axes(dim), keepdims=keepdim),
+        "max.dim": lambda x, *, dim, keepdim=False: (
+            np_.max(x, axis=dim, keepdims=keepdim), np_.argmax(x, axis=dim, keepdims=keepdim)),
+        "min.dim": lambda x, *, dim, keepdim=False: (
+            np_.min(x, axis=dim, keepdims=keepdim), np_.argmin(x, axis=dim, keepdims=keepdim)),
+        "median": lambda x: median(x, None, False),
+        "median.dim": lambda x, *, dim, keepdim=False: median(x, dim, keepdim),
+        "sort.stable": lambda x, *, dim=-1, descending=False: (
+            np_.take_along_axis(x, ordered(x, dim, descending), axis=dim),
+            ordered(x, dim, descending)),
+        "linalg_vector_norm": lambda x, *, ord=2.0: np_.linalg.norm(x.reshape(-1), ord),
+        "clamp": lambda x, *, min=None, max=None: np_.clip(x, min, max),
+        "clamp.Tensor": lambda x, lo, hi: np_.clip(x, lo, hi),
+        "hardtanh": lambda x, *, min_val=-1.0, max_val=1.0: np_.clip(x, min_val, max_val),
+        "nan_to_num": lambda x, *, nan=0.0, posinf=None, neginf=None:
+            np_.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
+        "where.self": lambda x, y, *, condition: np_.where(condition, x, y),
+        "masked_fill.Scalar": lambda x, *, mask, value: np_.where(mask, value, x),
+        "masked_fill.Tensor": lambda x, v, *, mask: np_.where(mask, v, x),
+        "cat": lambda *xs, dim=0: np_.concatenate(xs, axis=dim),
+        "stack": lambda *xs, dim=0: np_.stack(xs, axis=dim),
+        "repeat": lambda x, *, repeats: np_.tile(x, tuple(repeats)),
+        "gather": lambda x, *, dim, index: np_.take_along_axis(x, index, axis=dim),
+        "index.Tensor": lambda x, *, indices: x[index(indices)],
+        "masked_select": lambda x, *, mask: np_.broadcast_to(
+            x, np_.broadcast_shapes(x.shape, mask.shape))[
+            np_.broadcast_to(mask, np_.broadcast_shapes(x.shape, mask.shape))],
+        "unsafe_split.Tensor": select,
+        "_to_copy": lambda x, *, dtype, device: x.astype(dtype.name),
+        "_unsafe_view": lambda x, *, size: np_.reshape(x, tuple(size)),
+        "clone": lambda x: x, "clone.contiguous_format": lambda x: x,
+        # The copy's value is the source's; the destination gives only shape and dtype.
+        "copy_": lambda x, src: np_.broadcast_to(src.astype(x.dtype), x.shape),
+        "fill_.Scalar": lambda x, *, value: np_.full_like(x, value),
+        "fill_.Tensor": lambda x, v: np_.broadcast_to(v.astype(x.dtype), x.shape),
+        "zero_": np_.zeros_like,
+        "_softmax": lambda x, *, dim: np_.exp(log_softmax(x, dim=dim)),
+        "_log_softmax": log_softmax,
+        "mse_loss": lambda x, t, *, reduction="mean": reduction((x - t) ** 2, reduction),
+        "native_batch_norm": batch_norm,
+        "select_backward": scatter_grad(select),
+        "slice_backward": scatter_grad(select),
+        "diagonal_backward": scatter_grad(lambda z, *, offset, dim1, dim2:
+                                          np_.diagonal(z, offset, dim1, dim2)),
+    }

@@ -189,8 +189,13 @@ def _engine_forward(row: OpRow, own: Callable[..., Any], kernels: Kernels
     return forward
 
 
+def _host(kernels: Kernels, value: Any) -> numpy.ndarray:
+    """An engine array as a NumPy array the tape owns (it writes its arrays in place)."""
+    return numpy.array(kernels.to_numpy(value), copy=True)
+
+
 def _as_numpy(kernels: Kernels, row: OpRow, value: Any, expected: Any) -> Any:
-    array = numpy.asarray(kernels.to_numpy(value))
+    array = _host(kernels, value)
     if expected is None:
         return array
     expected = numpy.asarray(expected)
@@ -287,7 +292,7 @@ def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
         return out
     grads = _engine_vjp(kernels, fn, primals, kernels.to_engine(grad._data), wanted)
     for i, g in zip(wanted, grads, strict=True):
-        out[i] = wrap(numpy.asarray(kernels.to_numpy(g)), dev)
+        out[i] = wrap(_host(kernels, g), dev)
         out[i]._zero = kernels.is_zero(g)
     return out
 
@@ -335,7 +340,7 @@ def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i:
 
     inputs = [kernels.to_engine(grad._data), *[primals[j] for j in deps]]
     value = gradient(*inputs)
-    result = wrap(numpy.asarray(kernels.to_numpy(value)), dev)
+    result = wrap(_host(kernels, value), dev)
     next_functions = (grad_edge, *[edges[j] for j in deps])
     if kernels.is_zero(value):
         result._zero = True
