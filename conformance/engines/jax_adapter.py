@@ -99,9 +99,6 @@ def _jax_ops(jax: Any) -> dict[str, Callable[..., Any]]:
         "sigmoid": jax.nn.sigmoid,
         "_softmax": lambda x, *, dim: jax.nn.softmax(x, axis=dim),
         "_log_softmax": lambda x, *, dim: jax.nn.log_softmax(x, axis=dim),
-        "sort.stable": lambda x, *, dim=-1, descending=False: (
-            jnp.sort(x, axis=dim, stable=True, descending=descending),
-            jnp.argsort(x, axis=dim, stable=True, descending=descending)),
         "index_put": index_put,
         "_index_put_impl_": index_put,
         "scatter.src": lambda x, src, *, dim, index:
@@ -111,5 +108,4 @@ def _jax_ops(jax: Any) -> dict[str, Callable[..., Any]]:
             x.at[along(index, dim)].add(source(src, index)),
         "masked_scatter": masked_scatter,
         "convolution": convolution,
-        "nanmedian": lambda x: jnp.nanquantile(x.reshape(-1), 0.5, method="lower"),
     }

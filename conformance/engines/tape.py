@@ -78,13 +78,16 @@ class TapeEngine(TorchLikeEngine):
 
 
 
-def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+def numpy_like_ops(np_: Any, vjp: Callable[..., Any],
+                   astype: Callable[[str], Any] = lambda name: name
+                   ) -> dict[str, Callable[..., Any]]:
     """Functions for the op table's rows from a module with NumPy's API (`jax.numpy`,
     `autograd.numpy`, and `mlx.core` where it agrees); `vjp` is the engine's, as
     `Kernels.vjp`. Each is the plain NumPy spelling of the op, so its derivative is whatever
     the engine's derivative of that spelling is (`clamp` is `clip`, `relu` is `maximum(x, 0)`):
     an adapter replaces a function where its engine has its own (`jax.nn.relu`) and deletes
-    what its engine lacks."""
+    what its engine lacks. `astype` turns a dtype's name into what the engine's `astype`
+    takes."""
 
     def axes(dim: Any) -> Any:
         # PyTorch reduces over every dimension when given none (dim=[]).
@@ -102,16 +105,63 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[...,
     def index(indices: Any) -> tuple[Any, ...]:
         return tuple(slice(None) if i is None else i for i in indices)
 
+    def along(x: Any, where: Any, dim: int) -> Any:
+        # take_along_axis by fancy indexing, which every engine differentiates.
+        grid = [np_.asarray(g) for g in np.indices(where.shape, sparse=True)]
+        grid[dim] = where
+        return x[tuple(grid)]
+
+    def placed(x: Any, read: Callable[[Any], Any], values: Any, accumulate: bool) -> Any:
+        # Writing `values` where `read` reads from x, without item assignment (which arrays
+        # of a functional engine lack): the transpose of the read puts them in place.
+        zeros = np_.zeros_like(x)
+        target = read(zeros).shape
+        put = vjp(read, [zeros], np_.broadcast_to(values.astype(x.dtype), target))[0]
+        if accumulate:
+            return x + put
+        hit = vjp(read, [zeros], np_.ones(target, x.dtype))[0]
+        return np_.where(hit != 0, put, x)
+
+    def index_put(x: Any, values: Any, *, indices: Any, accumulate: bool = False) -> Any:
+        return placed(x, lambda z: z[index(indices)], values, accumulate)
+
+    def scatter(x: Any, src: Any, dim: int, where: Any, accumulate: bool) -> Any:
+        part = src[tuple(slice(0, n) for n in where.shape)] if src.ndim else src
+        return placed(x, lambda z: along(z, where, dim), part, accumulate)
+
+    def masked_scatter(x: Any, src: Any, *, mask: Any) -> Any:
+        mask = np_.broadcast_to(mask, x.shape)
+        count = int(np_.sum(mask))
+        return placed(x, lambda z: z[mask], src.reshape(-1)[:count], False)
+
     def ordered(x: Any, dim: int, descending: bool) -> Any:
         # Stable, and descending keeps tied elements in their order, as PyTorch's sort.
-        return np_.argsort(-x if descending else x, axis=dim, kind="stable")
+        return np_.argsort(-x if descending else x, axis=dim, stable=True)
 
     def median(x: Any, dim: Any, keepdim: bool) -> Any:
+        # PyTorch's median: the lower middle element, or the first NaN of a slice with one.
         flat = x.reshape(-1) if dim is None else x
-        axis = 0 if dim is None else dim
-        order = np_.argsort(flat, axis=axis, kind="stable")
+        axis = 0 if dim is None else dim % max(flat.ndim, 1)
+        order = np_.argsort(flat, axis=axis, stable=True)
         pick = np_.take(order, np_.asarray([(flat.shape[axis] - 1) // 2]), axis=axis)
-        values = np_.take_along_axis(flat, pick, axis=axis)
+        nan = np_.isnan(flat)
+        pick = np_.where(np_.any(nan, axis=axis, keepdims=True),
+                         np_.argmax(nan, axis=axis, keepdims=True), pick)
+        values = along(flat, pick, axis)
+        if dim is None:
+            return values.reshape(())
+        return (values, pick) if keepdim else (np_.squeeze(values, axis), np_.squeeze(pick, axis))
+
+    def nanmedian(x: Any, dim: Any, keepdim: bool) -> Any:
+        # The lower middle of the numbers of a slice (NaNs sort last); an all-NaN slice's
+        # first NaN.
+        flat = x.reshape(-1) if dim is None else x
+        axis = 0 if dim is None else dim % max(flat.ndim, 1)
+        order = np_.argsort(flat, axis=axis, stable=True)
+        count = np_.sum(~np_.isnan(flat), axis=axis, keepdims=True)
+        position = np_.maximum((count - 1) // 2, 0)
+        pick = along(order, position, axis)
+        values = along(flat, pick, axis)
         if dim is None:
             return values.reshape(())
         return (values, pick) if keepdim else (np_.squeeze(values, axis), np_.squeeze(pick, axis))
@@ -131,11 +181,49 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[...,
         out = (x - mean.reshape(shape)) / np_.sqrt(var.reshape(shape) + eps)
         return out * w.reshape(shape) + b.reshape(shape), mean, var
 
+    def norm(x: Any, *, ord: float = 2.0) -> Any:
+        a = np_.abs(x.reshape(-1))
+        if ord == 2:
+            return np_.linalg.norm(x.reshape(-1))
+        if ord == np.inf:
+            return np_.max(a)
+        return np_.sum(a) if ord == 1 else np_.sum(a ** ord) ** (1.0 / ord)
+
+    def nan_to_num(x: Any, *, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
+        info = np.finfo(str(x.dtype).rsplit(".", 1)[-1])
+        x = np_.where(np_.isnan(x), nan, x)
+        x = np_.where(x == np.inf, info.max if posinf is None else posinf, x)
+        return np_.where(x == -np.inf, info.min if neginf is None else neginf, x)
+
+    def convolution(x: Any, w: Any, b: Any, *, stride: Any, padding: Any, dilation: Any,
+                    groups: int) -> Any:
+        # A 2-d convolution as sums of strided slices times weight columns (no engine-specific
+        # convolution needed, and every engine differentiates slices and tensordot).
+        (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+        x = np_.pad(x, [(0, 0), (0, 0), (ph, ph), (pw, pw)], mode="constant")
+        out_channels, per_group, kh, kw = w.shape
+        oh = (x.shape[2] - dh * (kh - 1) - 1) // sh + 1
+        ow = (x.shape[3] - dw * (kw - 1) - 1) // sw + 1
+        per_out = out_channels // groups
+        pieces = []
+        for g in range(groups):
+            total = 0
+            for i in range(kh):
+                for j in range(kw):
+                    patch = x[:, g * per_group:(g + 1) * per_group,
+                              i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                              j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                    column = w[g * per_out:(g + 1) * per_out, :, i, j]
+                    total = total + np_.tensordot(patch, column, axes=([1], [1]))
+            pieces.append(np_.transpose(total, (0, 3, 1, 2)))
+        out = pieces[0] if groups == 1 else np_.concatenate(pieces, axis=1)
+        return out if b is None else out + b.reshape(1, -1, 1, 1)
+
     def log_softmax(x: Any, *, dim: int) -> Any:
         shifted = x - np_.max(x, axis=dim, keepdims=True)
         return shifted - np_.log(np_.sum(np_.exp(shifted), axis=dim, keepdims=True))
 
-    def reduction(loss: Any, reduction: str) -> Any:
+    def reduced(loss: Any, reduction: str) -> Any:
         return np_.mean(loss) if reduction == "mean" else \
             np_.sum(loss) if reduction == "sum" else loss
 
@@ -144,8 +232,7 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[...,
         "trunc": np_.trunc, "cos": np_.cos, "sin": np_.sin, "exp": np_.exp, "log": np_.log,
         "sqrt": np_.sqrt, "tanh": np_.tanh, "sign": np_.sign, "neg": lambda x: -x,
         "reciprocal": lambda x: 1 / x, "conj": np_.conj, "real": np_.real,
-        "sgn": lambda x: x / np_.where(x == 0, 1, np_.abs(x)) if np_.iscomplexobj(x)
-            else np_.sign(x),
+        "sgn": np_.sign,
         "sigmoid": lambda x: 1 / (1 + np_.exp(-x)),
         "relu": lambda x: np_.maximum(x, 0),
         "atan2": np_.arctan2, "maximum": np_.maximum, "minimum": np_.minimum,
@@ -175,28 +262,35 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[...,
             np_.min(x, axis=dim, keepdims=keepdim), np_.argmin(x, axis=dim, keepdims=keepdim)),
         "median": lambda x: median(x, None, False),
         "median.dim": lambda x, *, dim, keepdim=False: median(x, dim, keepdim),
+        "nanmedian": lambda x: nanmedian(x, None, False),
+        "nanmedian.dim": lambda x, *, dim, keepdim=False: nanmedian(x, dim, keepdim),
         "sort.stable": lambda x, *, dim=-1, descending=False: (
-            np_.take_along_axis(x, ordered(x, dim, descending), axis=dim),
+            along(x, ordered(x, dim, descending), dim % max(x.ndim, 1)),
             ordered(x, dim, descending)),
-        "linalg_vector_norm": lambda x, *, ord=2.0: np_.linalg.norm(x.reshape(-1), ord),
+        "linalg_vector_norm": norm,
         "clamp": lambda x, *, min=None, max=None: np_.clip(x, min, max),
         "clamp.Tensor": lambda x, lo, hi: np_.clip(x, lo, hi),
         "hardtanh": lambda x, *, min_val=-1.0, max_val=1.0: np_.clip(x, min_val, max_val),
-        "nan_to_num": lambda x, *, nan=0.0, posinf=None, neginf=None:
-            np_.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf),
+        "nan_to_num": nan_to_num,
         "where.self": lambda x, y, *, condition: np_.where(condition, x, y),
         "masked_fill.Scalar": lambda x, *, mask, value: np_.where(mask, value, x),
         "masked_fill.Tensor": lambda x, v, *, mask: np_.where(mask, v, x),
         "cat": lambda *xs, dim=0: np_.concatenate(xs, axis=dim),
         "stack": lambda *xs, dim=0: np_.stack(xs, axis=dim),
         "repeat": lambda x, *, repeats: np_.tile(x, tuple(repeats)),
-        "gather": lambda x, *, dim, index: np_.take_along_axis(x, index, axis=dim),
+        "gather": lambda x, *, dim, index: along(x, index, dim % max(x.ndim, 1)),
         "index.Tensor": lambda x, *, indices: x[index(indices)],
+        "index_put": index_put, "_index_put_impl_": index_put,
+        "scatter.src": lambda x, src, *, dim, index: scatter(x, src, dim, index, False),
+        "scatter.value": lambda x, *, dim, index, value:
+            scatter(x, np_.asarray(value, x.dtype), dim, index, False),
+        "scatter_add": lambda x, src, *, dim, index: scatter(x, src, dim, index, True),
+        "masked_scatter": masked_scatter,
         "masked_select": lambda x, *, mask: np_.broadcast_to(
-            x, np_.broadcast_shapes(x.shape, mask.shape))[
-            np_.broadcast_to(mask, np_.broadcast_shapes(x.shape, mask.shape))],
+            x, np.broadcast_shapes(x.shape, mask.shape))[
+            np_.broadcast_to(mask, np.broadcast_shapes(x.shape, mask.shape))],
         "unsafe_split.Tensor": select,
-        "_to_copy": lambda x, *, dtype, device: x.astype(dtype.name),
+        "_to_copy": lambda x, *, dtype, device: x.astype(astype(dtype.name)),
         "_unsafe_view": lambda x, *, size: np_.reshape(x, tuple(size)),
         "clone": lambda x: x, "clone.contiguous_format": lambda x: x,
         # The copy's value is the source's; the destination gives only shape and dtype.
@@ -206,8 +300,9 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any]) -> dict[str, Callable[...,
         "zero_": np_.zeros_like,
         "_softmax": lambda x, *, dim: np_.exp(log_softmax(x, dim=dim)),
         "_log_softmax": log_softmax,
-        "mse_loss": lambda x, t, *, reduction="mean": reduction((x - t) ** 2, reduction),
+        "mse_loss": lambda x, t, *, reduction="mean": reduced((x - t) ** 2, reduction),
         "native_batch_norm": batch_norm,
+        "convolution": convolution,
         "select_backward": scatter_grad(select),
         "slice_backward": scatter_grad(select),
         "diagonal_backward": scatter_grad(lambda z, *, offset, dim1, dim2:

@@ -308,10 +308,13 @@ def _engine_vjp(kernels: Kernels, fn: Callable[..., Any], primals: Sequence[Any]
         return fn(*args)
 
     chosen = [primals[i] for i in wanted]
-    if not kernels.conjugate or not numpy.iscomplexobj(kernels.to_numpy(cotangent)):
-        return list(kernels.vjp(of_wanted, chosen, cotangent))
-    conj = kernels.ops["conj"]
-    return [conj(g) for g in kernels.vjp(of_wanted, chosen, conj(cotangent))]
+    # PyTorch computes NaN and inf silently: so does the tape, whatever NumPy an engine uses.
+    with numpy.errstate(all="ignore"):
+        # By the dtype alone: under create_graph the cotangent may be a traced value.
+        if not kernels.conjugate or "complex" not in str(cotangent.dtype):
+            return list(kernels.vjp(of_wanted, chosen, cotangent))
+        conj = kernels.ops["conj"]
+        return [conj(g) for g in kernels.vjp(of_wanted, chosen, conj(cotangent))]
 
 
 class EngineVjpBackward(Node):
