@@ -89,6 +89,8 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any],
     what its engine lacks. `astype` turns a dtype's name into what the engine's `astype`
     takes."""
 
+    constant = getattr(np_, "stop_gradient", lambda a: a)
+
     def axes(dim: Any) -> Any:
         # PyTorch reduces over every dimension when given none (dim=[]).
         return tuple(dim) if isinstance(dim, (list, tuple)) and dim else \
@@ -108,7 +110,8 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any],
     def along(x: Any, where: Any, dim: int) -> Any:
         # take_along_axis by fancy indexing, which every engine differentiates.
         grid = [np_.asarray(g) for g in np.indices(where.shape, sparse=True)]
-        grid[dim] = where
+        # Indices are constants of the function (MLX differentiates them unless told).
+        grid[dim] = constant(where)
         return x[tuple(grid)]
 
     def placed(x: Any, read: Callable[[Any], Any], values: Any, accumulate: bool) -> Any:
