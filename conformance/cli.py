@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from conformance import scaffold
+from conformance.engines import tape
 from conformance.casefile.case import Case
 from conformance.casefile.comparisons import read_comparisons
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
@@ -125,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     docs_cli.add_parser(commands)
     scaffold.add_parser(commands)
     engine_report.add_parser(commands)
+    tape.add_parser(commands)
     return parser
 
 
@@ -140,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return scaffold.run(args)
     if args.command == "engine-report":
         return engine_report.run(args)
+    if args.command == "tape-ops":
+        return tape.run(args)
     loaded = _load(args.cases, args.spec)
     if loaded is None:
         return 1

@@ -42,6 +42,8 @@ from conformance.engines.generic import TorchLikeEngine
 # What the tape cannot offer on an engine's arrays: CUDA and meta tensors are refimpl's
 # devices, forward AD would need the engine's jvp, and repr prints PyTorch's formatting of
 # values the engine did not format.
+VIEW_GRADIENT_ROWS = frozenset({"select_backward", "slice_backward", "diagonal_backward"})
+"""Backward rows the views' own formulas apply on the tape (see `refimpl.ops.kernels`)."""
 TAPE_LACKS = frozenset({"cuda", "meta", "forward_ad", "repr"})
 
 
@@ -311,3 +313,53 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any],
         "diagonal_backward": scatter_grad(lambda z, *, offset, dim1, dim2:
                                           np_.diagonal(z, offset, dim1, dim2)),
     }
+
+
+def tape_ops(kernels: Any = None) -> list[tuple[str, str, str, str]]:
+    """The op table's rows an engine on the tape supplies: (row name, PyTorch's node,
+    signature, status). Status is `view` for the rows whose forward stays the tape's,
+    `helper` for the rows only refimpl's own derivative formulas apply (the tape takes those
+    derivatives from the engine's vjp instead), else `missing` or `ok` against `kernels` (`-`
+    without one)."""
+    import inspect
+
+    from refimpl.ops.kernels import LAYOUT_ROWS
+    from refimpl.ops.table import ROWS
+
+    rows = []
+    for name, row in sorted(ROWS.items()):
+        signature = str(inspect.signature(row.raw_forward))
+        signature = signature.replace("(xp, ", "(").replace("(xp: 'Any', ", "(")
+        if row.is_view or name in LAYOUT_ROWS:
+            status = "view"
+        elif "_backward" in name and name not in VIEW_GRADIENT_ROWS:
+            status = "helper"
+        elif kernels is None:
+            status = "-"
+        else:
+            status = "ok" if name in kernels.ops else "missing"
+        rows.append((name, row.node, signature, status))
+    return rows
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "tape-ops", help="list the op-table rows an engine on the shipped tape supplies")
+    parser.add_argument("--engine", metavar="NAME",
+                        help="mark which rows this tape engine's kernel table has")
+
+
+def run(args: Any) -> int:
+    from conformance.engines import load_engine
+
+    kernels = None
+    if args.engine:
+        engine = load_engine(args.engine)
+        kernels = getattr(engine, "kernels", None)
+        if kernels is None:
+            reason = engine.unavailable_reason or "it is not an engine on the tape"
+            print(f"error: {args.engine}: {reason}")
+            return 2
+    for name, node, signature, status in tape_ops(kernels):
+        print(f"{status:8}{name:28}{node:30}{signature}")
+    return 0

@@ -171,9 +171,8 @@ def _expected(fn: Callable[..., Any], xp: Any, arrays: tuple[Any, ...],
 
 def _engine_forward(row: OpRow, own: Callable[..., Any], kernels: Kernels
                     ) -> Callable[..., Any]:
-    function = kernels.ops.get(row.name)
-
     def forward(xp: Any, *arrays: Any, **params: Any) -> Any:
+        function = kernels.ops.get(row.name)
         if function is None:
             raise _missing(kernels, row)
         primals = [kernels.to_engine(a) for a in arrays]

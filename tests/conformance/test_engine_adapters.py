@@ -1,5 +1,6 @@
-"""The in-tree adapters for real engines (tinygrad, JAX, Paddle, PyTorch's compiled autograd) run
-the spec through the CLI, and their expectations files are true.
+"""The in-tree adapters for real engines (tinygrad, Paddle, PyTorch's compiled autograd, and JAX,
+HIPS autograd and MLX on the shipped tape) run the spec through the CLI, and their expectations
+files are true (torch-func-tape, the tape's proof, is tests/conformance/test_tape.py's).
 
 Each engine is an optional extra: its tests are skipped, with the install command, when its
 package is missing. Where installed, the run must exit 0 (no `failed` or `error` verdict) with
@@ -21,7 +22,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = {
     "tinygrad": ("tinygrad", "pip install -c constraints.txt tinygrad"),
-    "jax": ("jax", "pip install 'jax[cpu]==0.10.2'"),
+    "jax": ("jax", "pip install -c constraints.txt 'jax[cpu]'"),
+    "autograd": ("autograd", "pip install -c constraints.txt autograd"),
+    "mlx": ("mlx.core", "pip install -c constraints.txt 'mlx[cpu]'"),
     "paddle": ("paddle", "pip install paddlepaddle==3.3.1"),
     "torch-compiled-autograd": ("torch._dynamo.compiled_autograd",
                                 "pip install -c constraints.txt torch"),

@@ -25,7 +25,7 @@ from conformance.report.findings import (
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "reports" / "findings"
 EXPECTATIONS = ROOT / "conformance" / "expectations"
-ENGINES = {"paddle": "paddle", "tinygrad": "tinygrad",
+ENGINES = {"autograd": "autograd", "mlx": "mlx", "paddle": "paddle", "tinygrad": "tinygrad",
            "torch-compiled-autograd": "torch._dynamo.compiled_autograd"}
 """Each engine with findings, and the module its scripts need."""
 SCRIPTS = [(engine, finding) for engine in sorted(ENGINES)

@@ -85,7 +85,8 @@ def test_state_held_beyond_the_case_is_reported(name: str) -> None:
     assert engine.state_leak() is None
 
 
-@pytest.mark.parametrize("name", ["torch", "refimpl", "mygrad", "tinygrad", "paddle", "jax"])
+@pytest.mark.parametrize("name", ["torch", "refimpl", "mygrad", "tinygrad", "paddle", "jax",
+                                  "autograd", "mlx", "torch-func-tape"])
 def test_a_fresh_engine_reports_no_leak(name: str) -> None:
     # A leak reported where there is none would replace the worker after every case.
     engine = load_engine(name)
