@@ -40,11 +40,11 @@ from conformance.engines.base import Engine
 from conformance.engines.generic import TorchLikeEngine
 
 # What the tape cannot offer on an engine's arrays: CUDA and meta tensors are refimpl's
-# devices, forward AD would need the engine's jvp, and repr prints PyTorch's formatting of
-# values the engine did not format.
+# devices, and repr prints PyTorch's formatting of values the engine did not format. Forward AD
+# is offered: a tangent is the engine's vjp of its vjp (refimpl's double-vjp trick).
 VIEW_GRADIENT_ROWS = frozenset({"select_backward", "slice_backward", "diagonal_backward"})
 """Backward rows the views' own formulas apply on the tape (see `refimpl.ops.kernels`)."""
-TAPE_LACKS = frozenset({"cuda", "meta", "forward_ad", "repr"})
+TAPE_LACKS = frozenset({"cuda", "meta", "repr"})
 
 
 class TapeEngine(TorchLikeEngine):

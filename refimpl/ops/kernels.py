@@ -215,9 +215,10 @@ def _as_numpy(kernels: Kernels, row: OpRow, value: Any, expected: Any) -> Any:
 
 
 def _recorded(node: Node, row: OpRow) -> None:
+    # Kept after use: forward AD records a second, throwaway node for the op just run
+    # (refimpl.autograd.forward_ad.jvp), whose double vjp must be the engine's too.
     if _LAST[0] is row:
         node._primals = _LAST[1]
-    _LAST[:] = [None, None]
 
 
 class EngineRow(OpRow):
