@@ -26,12 +26,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from conformance import scaffold
-from conformance.engines import tape
 from conformance.casefile.case import Case
 from conformance.casefile.comparisons import read_comparisons
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, LoadResult, SpecResources, load
 from conformance.casefile.messages import read_inventory
-from conformance.engines import EngineError
+from conformance.engines import EngineError, tape
 from conformance.fuzz import cli as fuzz_cli
 from conformance.reference import cli as docs_cli
 from conformance.report import engine_report

@@ -34,6 +34,7 @@ def make_engine() -> Engine:
     try:
         import autograd
         import autograd.numpy as anp
+
         from refimpl.ops.kernels import Kernels
     except ImportError as exc:
         return EngineUnavailable("autograd", f"cannot import autograd: {exc}")

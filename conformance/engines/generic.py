@@ -98,7 +98,20 @@ class TorchLikeEngine(Engine):
         """Every registered feature except those in `lacks` (PyTorch's API has them all)."""
         return feature not in self.lacks
 
+    kernels: Any = None
+    """For refimpl: the engine whose functions and vjps its op table runs on (the shipped tape,
+    `conformance.engines.tape`), or None for refimpl's own NumPy math."""
+
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
+        if self.module_name == "refimpl":
+            # One process may run refimpl and an engine on the tape in turn: each case gets the
+            # op table's math it is meant to have.
+            from refimpl.ops import kernels
+
+            if self.kernels is None:
+                kernels.uninstall()
+            else:
+                kernels.install(self.kernels)
         torch = _TorchFacade(self, rng)
         return {"torch": torch, "nn": torch.nn, "F": torch.nn.functional}
 

@@ -33,6 +33,7 @@ def make_engine() -> Engine:
     """The entry point `jax` (group `autograd_conformance.engines`)."""
     try:
         import jax
+
         from refimpl.ops.kernels import Kernels
     except ImportError as exc:
         return EngineUnavailable("jax", f"cannot import jax: {exc}")

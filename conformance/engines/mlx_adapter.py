@@ -28,6 +28,7 @@ def make_engine() -> Engine:
     """The entry point `mlx` (group `autograd_conformance.engines`)."""
     try:
         import mlx.core as mx
+
         from refimpl.ops.kernels import Kernels
     except ImportError as exc:
         return EngineUnavailable("mlx", f"cannot import mlx: {exc}")

@@ -24,9 +24,9 @@ row names to the engine's functions) and a `TapeEngine` built on it::
     def make_engine():
         return TapeEngine("mine", MyKernels(), version=mine.__version__)
 
-`python -m conformance tape-ops` lists the rows and their signatures. The engine is held to the `semantics` level by
-default: the nodes a create_graph backward records are named `EngineVjpBackward`, not after
-the ops of PyTorch's formulas.
+`python -m conformance tape-ops` lists the rows and their signatures. The engine is held to the
+`semantics` level by default: the nodes a create_graph backward records are named
+`EngineVjpBackward`, not after the ops of PyTorch's formulas.
 """
 
 from __future__ import annotations
@@ -61,12 +61,6 @@ class TapeEngine(TorchLikeEngine):
         self.level = "semantics"
         self.expectations = expectations
         self.repro_import = "import refimpl as torch"
-
-    def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
-        from refimpl.ops import kernels
-
-        kernels.install(self.kernels)
-        return super().namespace(rng)
 
     def close(self) -> None:
         from refimpl.ops import kernels

@@ -97,6 +97,10 @@ class Kernels:
 
 _KERNELS: Kernels | None = None
 _SAVED_CLASSES: dict[str, tuple[Any, Any, type]] = {}
+_PROBING = [False]
+"""True while `_probe` runs a row's own formula for its graph's shape alone: the rows
+then compute with refimpl's NumPy forwards (the values are thrown away, and the formulas use
+helper rows an engine need not have)."""
 _LAST: list[Any] = [None, None]
 """The row the engine ran last and the snapshot of its inputs, for the node ``_record``
 makes next (an in-place op records after it wrote its input)."""
@@ -172,6 +176,8 @@ def _expected(fn: Callable[..., Any], xp: Any, arrays: tuple[Any, ...],
 def _engine_forward(row: OpRow, own: Callable[..., Any], kernels: Kernels
                     ) -> Callable[..., Any]:
     def forward(xp: Any, *arrays: Any, **params: Any) -> Any:
+        if _PROBING[0]:
+            return own(xp, *arrays, **params)
         function = kernels.ops.get(row.name)
         if function is None:
             raise _missing(kernels, row)
@@ -237,14 +243,15 @@ class EngineRow(OpRow):
         if saved is FREED:
             raise RuntimeError(SECOND_BACKWARD)
         primals = list(primals)
+        values: list[Any] = [None] * len(saved) if saved else []
         for k in self.unpack_order:
             # Every saved tensor is unpacked and version-checked first, in PyTorch's order; a
             # saved input is read back as unpacked (a hook may have replaced it).
             if saved and saved[k] is not None:
-                value = unpack_saved(node, saved[k])
+                values[k] = unpack_saved(node, saved[k])
                 i = self.save_plan[k][0]
                 if i >= 0 and not self.variadic:
-                    primals[i] = kernels.to_engine(value._data)
+                    primals[i] = kernels.to_engine(values[k]._data)
         multi = bool(self.extra_outputs)
 
         def fn(*arrays: Any) -> Any:
@@ -253,31 +260,95 @@ class EngineRow(OpRow):
 
         wanted = [i for i, (next_fn, _) in enumerate(node.next_functions)
                   if next_fn is not None and (self.variadic or self.formulas[i] is not None)]
+        deps, layouts = _probe(self, node, values, grad, wanted)
         return _vjp_grads(kernels, fn, primals, node.next_functions, wanted, grad,
-                          len(node.next_functions), _dependencies(self, len(primals)))
+                          len(node.next_functions), deps, layouts)
 
 
-def _dependencies(row: OpRow, count: int) -> list[list[int]]:
-    """For each input, the inputs its gradient depends on beyond the incoming gradient: those
-    PyTorch's formula reads from what the node saved (all of them where it reads the result).
-    A create_graph gradient is a function of exactly these, as PyTorch's is: the gradient of
-    ``x * 2`` is a constant, of ``x * y`` a function of ``y`` alone."""
-    if row.variadic:
-        return [list(range(count)) if row.saved_names else []] * count
-    deps = []
-    for entry in row.formulas:
+def _probe(row: OpRow, node: Node, values: list[Any], grad: Tensor, wanted: list[int]
+           ) -> tuple[dict[int, list[int]] | None, dict[int, Any]]:
+    """What PyTorch's gradients look like beyond their values, read from the row's own
+    formula run on what the node saved (with refimpl's NumPy forwards: only the shapes of the
+    results and of their graphs are kept):
+
+    - whether a gradient is a view of the incoming one: ``sum``'s is an expanded view (stride
+      0), which in-place writes and ``detach_`` refuse. Where the engine's values are exactly
+      the formula's view's, that view is the gradient;
+    - under create_graph, for each input the inputs its gradient depends on beyond the incoming
+      gradient: the saved tensors the formula differentiably reads (all inputs where that is
+      the result). The gradient of ``x * 2`` is a constant, of ``x * y`` a function of ``y``
+      alone, of ``maximum(x, x)`` a constant (the formula only compares the inputs).
+    """
+    create_graph = grad_mode._state.enabled
+    count = len(node.next_functions)
+    stand_ins: list[Any] = []
+    for value in values:
+        stand_in = None
+        if isinstance(value, Tensor):
+            stand_in = wrap(value._data, value._device)
+            stand_in._requires_grad = create_graph
+        stand_ins.append(stand_in)
+    # Without create_graph nothing is recorded: the formula may see the gradient itself, so
+    # a result that is a view of it (sum's expand) is one as in PyTorch.
+    incoming = grad
+    if create_graph:
+        incoming = wrap(grad._data, grad._device)
+        incoming._requires_grad = True
+    deps: dict[int, list[int]] = {}
+    layouts: dict[int, Any] = {}
+    for i in wanted:
+        formula, spec = row.formulas[0 if row.variadic else i]
+        args = [stand_ins[key] if kind == table._SAVED else table._resolve(node, values,
+                                                                            (kind, key))
+                for kind, key in spec]
+        _PROBING[0] = True
+        try:
+            out = formula(incoming, *args)
+            if row.variadic:
+                out = out[i]
+        except Exception:  # noqa: BLE001 - a formula that cannot run says nothing: assume all
+            out = None
+        finally:
+            _PROBING[0] = False
+        if isinstance(out, Tensor) and not create_graph:
+            layouts[i] = out
+        if not create_graph:
+            continue
+        if out is None:
+            deps[i] = list(range(count))
+            continue
+        reached = _leaves(out)
         used: set[int] = set()
-        for kind, key in entry[1] if entry is not None else ():
-            if kind == table._SAVED:
-                name = row.saved_names[key]
-                used.update(range(count) if name == "result" else [row.inputs.index(name)])
-        deps.append(sorted(used))
-    return deps
+        for k, stand_in in enumerate(stand_ins):
+            if stand_in is not None and id(stand_in) in reached:
+                name = row.saved_names[k]
+                used.update(range(count) if name == "result" or row.variadic
+                            else [row.inputs.index(name)])
+        deps[i] = sorted(used)
+    return (deps if create_graph else None), layouts
+
+
+def _leaves(t: Any) -> set[int]:
+    """The ids of the leaf tensors whose AccumulateGrad ``t``'s graph reaches."""
+    if not isinstance(t, Tensor) or t._grad_node is None:
+        return set()
+    seen, found, stack = set(), set(), [t._grad_node]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.add(id(variable))
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return found
 
 
 def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
                edges: Sequence[Any], wanted: list[int], grad: Tensor,
-               count: int, deps: list[list[int]] | None = None) -> list[Tensor | None]:
+               count: int, deps: dict[int, list[int]] | None = None,
+               layouts: dict[int, Any] | None = None) -> list[Tensor | None]:
     out: list[Tensor | None] = [None] * count
     if not wanted:
         return out
@@ -292,7 +363,14 @@ def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
         return out
     grads = _engine_vjp(kernels, fn, primals, kernels.to_engine(grad._data), wanted)
     for i, g in zip(wanted, grads, strict=True):
-        out[i] = wrap(_host(kernels, g), dev)
+        array = _host(kernels, g)
+        like = (layouts or {}).get(i)
+        if like is not None and like._base is not None and like._data.dtype == array.dtype \
+                and like._data.shape == array.shape \
+                and numpy.array_equal(like._data, array, equal_nan=True):
+            out[i] = like  # the engine's values, in the view PyTorch's formula makes
+            continue
+        out[i] = wrap(array, dev)
         out[i]._zero = kernels.is_zero(g)
     return out
 

@@ -41,12 +41,12 @@ def test_torch_func_on_the_tape_passes_what_torch_passes(tmp_path: Path) -> None
     for result in results:
         verdict = result["verdicts"]["semantics"]
         if verdict == "unsupported":
-            # Only the features the tape does not offer (CUDA, meta, forward AD, repr).
+            # Only the features the tape does not offer (CUDA, meta, repr).
             assert set(cases[result["case_id"]].features) & TAPE_LACKS, result["case_id"]
         else:
             assert verdict == "passed", (result["case_id"], result["message"])
     passed = sum(r["verdicts"]["semantics"] == "passed" for r in results)
-    assert passed >= 640, f"only {passed} cases ran on the tape"
+    assert passed >= 650, f"only {passed} cases ran on the tape"
 
 
 def _torch_func() -> TapeEngine:
