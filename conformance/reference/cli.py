@@ -4,9 +4,9 @@
     python -m conformance docs --out site --reports reports --open-findings tests/fuzz/open_findings
 
 By default the suite runs on every engine with an in-tree adapter (torch, refimpl,
-torch-compiled-autograd, mygrad, tinygrad, jax, paddle; an engine that cannot load here is shown
-as unavailable); `--reports DIR` reads the JSON reports
-of `python -m conformance run --json` in DIR instead. Sphinx builds the pages with warnings as
+torch-compiled-autograd, mygrad, tinygrad, jax, autograd, mlx, paddle; an engine that cannot load
+here is shown as unavailable); `--reports DIR` reads the JSON reports of
+`python -m conformance run --json` in DIR instead. Sphinx builds the pages with warnings as
 errors. Exit status: 0 when the site was built, 1 when the build or the spec failed, 2 for a
 usage error (unknown engine, missing folder, Sphinx not installed).
 """

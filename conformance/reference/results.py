@@ -20,10 +20,10 @@ from conformance.casefile.case import Case
 from conformance.run.executor import VERDICTS
 
 # The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl, PyTorch
-# with compiled autograd) and the third-party adapters it ships. The CUDA variants run the same
-# adapters on a GPU.
+# with compiled autograd) and the third-party adapters it ships (JAX, HIPS autograd and MLX on
+# the shipped tape). The CUDA variants run the same adapters on a GPU.
 DEFAULT_ENGINES = ("torch", "refimpl", "torch-compiled-autograd", "mygrad", "tinygrad", "jax",
-                   "paddle")
+                   "autograd", "mlx", "paddle")
 
 
 class ReportsError(ValueError):

@@ -9,7 +9,7 @@ before those that differ only in PyTorch's surface (node names, messages). Reaso
 `ADAPTER:` are gaps of the adapter, not of the engine, and go to a separate to-do list. A report
 whose engine can run too few cases says so before anything else.
 
-    python -m conformance engine-report mygrad tinygrad jax paddle    # rewrites all four
+    python -m conformance engine-report mygrad tinygrad jax autograd mlx paddle  # rewrites them
 
 The text depends only on the suite, the engine and its expectations file (no dates or
 timings), so a regenerated report changes only when one of them does.
@@ -149,7 +149,18 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
                   "| ---: | --- | --- |"]
         lines += [f"| {len(ids)} | {_text(gap)} | {markdown_code(ids[0])} |"
                   for gap, ids in sorted(todo.items(), key=lambda item: (-len(item[1]), item[0]))]
-    failing = [r for r in run.results if r.verdict in ("failed", "error")]
+    held = getattr(engine, "level", "full")
+    if held == "semantics" and full["failed"] + full["error"] > semantic["failed"] + \
+            semantic["error"]:
+        surface = [r for r in run.results if r.verdict in ("failed", "error")
+                   and r.verdict_at("semantics") not in ("failed", "error")]
+        lines += ["", "## Surface differences of an engine held to `semantics`", "",
+                  f"The adapter holds {markdown_text(engine.name)} to the `semantics` level; "
+                  f"{len(surface)} cases differ at `full` only, in PyTorch's surface (node "
+                  "names, graph text, messages), e.g. "
+                  f"{markdown_code(surface[0].case_id, in_table=False)}: "
+                  f"{markdown_text((surface[0].message.splitlines() or [''])[0])}"]
+    failing = [r for r in run.results if r.verdict_at(held) in ("failed", "error")]
     if failing:
         lines += ["", "## Not yet in the expectations file", ""]
         # The engine's own words: every character that Markdown or HTML would read is escaped.

@@ -24,6 +24,14 @@ What stays refimpl's, by design:
 - **The gradient's conventions at the tape's level**: summing the gradients of several uses,
   reducing a broadcast gradient, casting it to the input's dtype. Those run as rows, on the
   engine.
+- **The shape of PyTorch's gradients beyond their values**, read from the row's own formula
+  run on what the node saved with NumPy (``_probe``; its values are thrown away): which inputs
+  a create_graph gradient depends on (the gradient of ``x * 2`` is a constant, of ``x * y`` a
+  function of ``y`` alone), and whether a gradient is a view of the incoming one (``sum``'s
+  is an expanded view, which in-place writes refuse; it is used when the engine's values are
+  exactly its).
+- **Result dtypes.** An op's result has PyTorch's type (read from the row's own forward); an
+  engine that computes in another type has its values cast to it.
 
 Under ``create_graph=True`` a node's backward records, for each input, a node whose forward is
 the engine's ``vjp`` (a function of the gradient and the op's inputs) and whose own backward is
@@ -209,8 +217,8 @@ def _as_numpy(kernels: Kernels, row: OpRow, value: Any, expected: Any) -> Any:
             f"{kernels.name}'s {row.name} gave shape {list(array.shape)} where PyTorch's "
             f"{row.name} gives {list(expected.shape)}")
     if array.dtype != expected.dtype:
-        # The row's result type is PyTorch's promotion, which the tape relies on; an engine
-        # that computes in another type (or has no such type) keeps its values, in that type.
+        # The result's type is PyTorch's promotion, which the rest of the tape relies on: an
+        # engine that computes in another type has its values cast to it.
         array = array.astype(expected.dtype)
     if array.strides != expected.strides:
         # The layout PyTorch gives the result decides what view() accepts later.
