@@ -42,8 +42,12 @@ from conformance.engines.generic import TorchLikeEngine
 # What the tape cannot offer on an engine's arrays: CUDA and meta tensors are refimpl's
 # devices, and repr prints PyTorch's formatting of values the engine did not format. Forward AD
 # is offered: a tangent is the engine's vjp of its vjp (refimpl's double-vjp trick).
-VIEW_GRADIENT_ROWS = frozenset({"select_backward", "slice_backward", "diagonal_backward"})
-"""Backward rows the views' own formulas apply on the tape (see `refimpl.ops.kernels`)."""
+FORMULA_ROWS = frozenset({"select_backward", "slice_backward", "diagonal_backward",
+                          "_softmax_backward_data", "_log_softmax_backward_data",
+                          "sigmoid_backward", "tanh_backward", "threshold_backward"})
+"""Backward rows the tape's own formulas apply on the engine (see `refimpl.ops.kernels`): the
+views' gradients, and the formulas of rows that save their result, which run where a
+saved-tensor hook gave back another result."""
 TAPE_LACKS = frozenset({"cuda", "meta", "repr"})
 
 
@@ -302,6 +306,13 @@ def numpy_like_ops(np_: Any, vjp: Callable[..., Any],
         "mse_loss": lambda x, t, *, reduction="mean": reduced((x - t) ** 2, reduction),
         "native_batch_norm": batch_norm,
         "convolution": convolution,
+        "_softmax_backward_data": lambda g, y, *, dim:
+            y * (g - np_.sum(g * y, axis=dim, keepdims=True)),
+        "_log_softmax_backward_data": lambda g, y, *, dim:
+            g - np_.exp(y) * np_.sum(g, axis=dim, keepdims=True),
+        "sigmoid_backward": lambda g, y: g * y * (1 - y),
+        "tanh_backward": lambda g, y: g * (1 - y * y),
+        "threshold_backward": lambda g, x, *, threshold=0: np_.where(x > threshold, g, 0),
         "select_backward": scatter_grad(select),
         "slice_backward": scatter_grad(select),
         "diagonal_backward": scatter_grad(lambda z, *, offset, dim1, dim2:
@@ -326,7 +337,7 @@ def tape_ops(kernels: Any = None) -> list[tuple[str, str, str, str]]:
         signature = signature.replace("(xp, ", "(").replace("(xp: 'Any', ", "(")
         if row.is_view or name in LAYOUT_ROWS:
             status = "view"
-        elif "_backward" in name and name not in VIEW_GRADIENT_ROWS:
+        elif "_backward" in name and name not in FORMULA_ROWS:
             status = "helper"
         elif kernels is None:
             status = "-"

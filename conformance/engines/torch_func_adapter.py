@@ -69,6 +69,10 @@ def _kernels(torch: Any, base: type) -> Any:
         "sort.stable": lambda s, *, dim=-1, descending=False:
             aten.sort.stable(s, stable=True, dim=dim, descending=descending),
         "_softmax": lambda s, *, dim: aten._softmax(s, dim, False),
+        "_softmax_backward_data": lambda g, y, *, dim:
+            aten._softmax_backward_data(g, y, dim, y.dtype),
+        "_log_softmax_backward_data": lambda g, y, *, dim:
+            aten._log_softmax_backward_data(g, y, dim, y.dtype),
         "_log_softmax": lambda s, *, dim: aten._log_softmax(s, dim, False),
         "mse_loss": lambda s, t, *, reduction="mean": aten.mse_loss(s, t, REDUCTIONS[reduction]),
         "clone.contiguous_format": lambda s: aten.clone(s, memory_format=torch.contiguous_format),

@@ -30,6 +30,9 @@ What stays refimpl's, by design:
   function of ``y`` alone), and whether a gradient is a view of the incoming one (``sum``'s
   is an expanded view, which in-place writes refuse; it is used when the engine's values are
   exactly its).
+- **A result a saved-tensor hook changed.** PyTorch's formula reads the saved result as the
+  unpack hook gives it back; no vjp of the engine's function can, so such a node runs the row's
+  own formula on the hook's values, with ops that run on the engine.
 - **Result dtypes.** An op's result has PyTorch's type (read from the row's own forward); an
   engine that computes in another type has its values cast to it.
 
@@ -64,7 +67,7 @@ import numpy
 from refimpl import _backend
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import anomaly_mode, grad_mode
-from refimpl.autograd.graph import FREED, SECOND_BACKWARD, SEQUENCE, Node
+from refimpl.autograd.graph import FREED, SECOND_BACKWARD, SEQUENCE, Node, PackedSaved
 from refimpl.ops import table
 from refimpl.ops.table import ROWS, OpRow, unpack_saved
 
@@ -266,11 +269,27 @@ class EngineRow(OpRow):
             out = function(*arrays, **params)
             return out[0] if multi else out
 
+        if _hook_changed_result(self, kernels, fn, primals, saved, values):
+            # A saved-tensor hook gave back another result than the op's: PyTorch's formula
+            # reads it, and no vjp of the engine's function can. The row's own formula runs,
+            # on the values the hook gave, with ops that run on the engine.
+            return OpRow.backward(self, node, grad, values)
+
         wanted = [i for i, (next_fn, _) in enumerate(node.next_functions)
                   if next_fn is not None and (self.variadic or self.formulas[i] is not None)]
         deps, layouts = _probe(self, node, values, grad, wanted)
         return _vjp_grads(kernels, fn, primals, node.next_functions, wanted, grad,
                           len(node.next_functions), deps, layouts)
+
+
+def _hook_changed_result(row: OpRow, kernels: Kernels, fn: Callable[..., Any],
+                         primals: list[Any], saved: Any, values: list[Any]) -> bool:
+    for k, name in enumerate(row.saved_names):
+        if name == "result" and type(saved[k]) is PackedSaved and values[k] is not None:
+            with numpy.errstate(all="ignore"):
+                result = _host(kernels, fn(*primals))
+            return not numpy.array_equal(result, values[k]._data, equal_nan=True)
+    return False
 
 
 def _probe(row: OpRow, node: Node, values: list[Any], grad: Tensor, wanted: list[int]

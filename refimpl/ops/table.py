@@ -195,8 +195,10 @@ class OpRow:
             f"parameter ({list(self.param_defaults)}) nor <input>_shape/_dtype/_device"
         )
 
-    def backward(self, node: Node, grad: Tensor) -> list[Tensor | None]:
-        """Run the derivative formulas for every input whose edge needs a gradient."""
+    def backward(self, node: Node, grad: Tensor,
+                 values: list[Any] | None = None) -> list[Tensor | None]:
+        """Run the derivative formulas for every input whose edge needs a gradient.
+        ``values``: the saved tensors, already unpacked (refimpl.ops.kernels)."""
         saved = node._saved
         if saved is FREED:
             raise RuntimeError(SECOND_BACKWARD)
@@ -205,19 +207,21 @@ class OpRow:
             # ``grad * conj(f'(x))``, which is conj(formula(conj(grad))) for every such row.
             from refimpl.ops.functional import conj
 
-            grads = self._run(node, conj(grad))
+            grads = self._run(node, conj(grad), values)
             return [None if g is None else conj(g) for g in grads]
-        return self._run(node, grad)
+        return self._run(node, grad, values)
 
-    def _run(self, node: Node, grad: Tensor) -> list[Tensor | None]:
+    def _run(self, node: Node, grad: Tensor,
+             values: list[Any] | None = None) -> list[Tensor | None]:
         # Every saved tensor is unpacked (and version-checked) once, first: the inputs in
         # sorted name order, then the result. That order picks the error when several were
         # modified, and is the order unpack hooks run in.
         saved = node._saved
-        values: list[Any] = [None] * len(saved) if saved else []
-        for k in self.unpack_order:
-            if saved[k] is not None:
-                values[k] = unpack_saved(node, saved[k])
+        if values is None:
+            values = [None] * len(saved) if saved else []
+            for k in self.unpack_order:
+                if saved[k] is not None:
+                    values[k] = unpack_saved(node, saved[k])
         if self.variadic:
             formula, spec = self.formulas[0]
             args = [_resolve(node, values, s) for s in spec]
