@@ -315,10 +315,10 @@ def _probe(row: OpRow, node: Node, values: list[Any], grad: Tensor, wanted: list
             stand_in = wrap(value._data, value._device)
             stand_in._requires_grad = create_graph
         stand_ins.append(stand_in)
-    # Without create_graph nothing is recorded: the formula may see the gradient itself, so
-    # a result that is a view of it (sum's expand) is one as in PyTorch.
+    # A gradient that records nothing may be seen by the formula as it is, so a result that
+    # is a view of it (sum's expand) is one as in PyTorch.
     incoming = grad
-    if create_graph:
+    if create_graph and grad._requires_grad:
         incoming = wrap(grad._data, grad._device)
         incoming._requires_grad = True
     deps: dict[int, list[int]] = {}
@@ -337,7 +337,7 @@ def _probe(row: OpRow, node: Node, values: list[Any], grad: Tensor, wanted: list
             out = None
         finally:
             _PROBING[0] = False
-        if isinstance(out, Tensor) and not create_graph:
+        if isinstance(out, Tensor) and out._base is not None and not out._requires_grad:
             layouts[i] = out
         if not create_graph:
             continue
@@ -386,16 +386,14 @@ def _vjp_grads(kernels: Kernels, fn: Callable[..., Any], primals: list[Any],
         for i in wanted:
             out[i] = _record_vjp(kernels, fn, primals, i,
                                  list(range(count)) if deps is None else deps[i],
-                                 grad, grad_edge, edges, dev)
+                                 grad, grad_edge, edges, dev, (layouts or {}).get(i))
         return out
     grads = _engine_vjp(kernels, fn, primals, kernels.to_engine(grad._data), wanted)
     for i, g in zip(wanted, grads, strict=True):
         array = _host(kernels, g)
-        like = (layouts or {}).get(i)
-        if like is not None and like._base is not None and like._data.dtype == array.dtype \
-                and like._data.shape == array.shape \
-                and numpy.array_equal(like._data, array, equal_nan=True):
-            out[i] = like  # the engine's values, in the view PyTorch's formula makes
+        view = _as_view(array, (layouts or {}).get(i))
+        if view is not None:
+            out[i] = view
             continue
         out[i] = wrap(array, dev)
         out[i]._zero = kernels.is_zero(g)
@@ -437,9 +435,19 @@ class EngineVjpBackward(Node):
                           len(self.next_functions))
 
 
+def _as_view(array: numpy.ndarray, like: Tensor | None) -> Tensor | None:
+    """``like``, the view of the incoming gradient PyTorch's formula makes, where the engine's
+    values ``array`` are exactly its (the gradient is then PyTorch's object, with the engine's
+    values); else None."""
+    if like is not None and like._data.dtype == array.dtype and like._data.shape == \
+            array.shape and numpy.array_equal(like._data, array, equal_nan=True):
+        return like
+    return None
+
+
 def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i: int,
                 deps: list[int], grad: Tensor, grad_edge: Any, edges: Sequence[Any],
-                dev: _backend.device) -> Tensor:
+                dev: _backend.device, like: Tensor | None = None) -> Tensor:
     def gradient(cotangent: Any, *values: Any) -> Any:
         args = list(primals)
         for j, value in zip(deps, values, strict=True):
@@ -454,7 +462,8 @@ def _record_vjp(kernels: Kernels, fn: Callable[..., Any], primals: list[Any], i:
         result._zero = True
         return result
     if all(e[0] is None for e in next_functions):
-        return result
+        view = _as_view(result._data, like)
+        return result if view is None else view
     node = EngineVjpBackward()
     node._seq = next(SEQUENCE)
     if anomaly_mode._enabled:
