@@ -83,8 +83,10 @@ def test_engine_runs_the_spec_with_every_divergence_listed(
     (described,) = data["engines"]
     assert described["available"], described["unavailable_reason"]
     assert described["stale_expectations"] == []
+    # At the level the adapter holds its engine to (the tape's engines: `semantics`).
+    level = described.get("level", "full")
     unexpected = [(r["case_id"], r["verdict"], r["message"]) for r in data["results"]
-                  if r["verdict"] in ("failed", "error", "stale")]
+                  if r["verdicts"].get(level, r["verdict"]) in ("failed", "error", "stale")]
     assert unexpected == []
     assert described["summary"]["xfail"] > 0, "the expectations file is read and used"
 
