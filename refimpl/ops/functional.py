@@ -19,9 +19,18 @@ import numpy
 from refimpl import _backend, _creation, _dtype
 from refimpl._tensor import Tensor, wrap
 from refimpl.autograd import grad_mode
-from refimpl.autograd.graph import Node, init_node
+from refimpl.autograd.graph import FREED, SAVED_TENSORS_HOOKS, SECOND_BACKWARD, Node, init_node
 from refimpl.ops import derivatives as D
-from refimpl.ops.table import WrappedNumber, apply, edge, same_device
+from refimpl.ops.table import (
+    INFERENCE_SAVED,
+    SavedTensor,
+    WrappedNumber,
+    apply,
+    edge,
+    pack_saved,
+    same_device,
+    unpack_saved,
+)
 
 __all__ = [
     "add", "sub", "rsub", "mul", "div", "true_divide", "pow", "neg", "reciprocal", "matmul",
@@ -433,19 +442,34 @@ def check_masked_fill(mask: Tensor, value: Any) -> None:
 
 class VarMeanBackward0(Node):
     """The one node of the variance and the mean ``var_mean`` returns (outputs 0 and 1): the
-    variance's gradient is ``2 (x - mean) / (N - correction)``, the mean's ``1 / N``."""
+    variance's gradient is ``2 (x - mean) / (N - correction)``, the mean's ``1 / N``. It saves
+    its input as PyTorch's does (``_saved_self``): checked against in-place writes, freed by
+    backward, seen by saved-tensor hooks."""
 
-    __slots__ = ("_self", "_dims", "_correction", "_keepdim", "_outputs")
+    __slots__ = ("_dims", "_correction", "_keepdim", "_outputs", "_shape_in")
     _multi_output = True
 
     def _spread(self, grad: Tensor) -> Tensor:
-        return D.sum_backward(grad, self._self._data.shape, self._dims, self._keepdim)
+        return D.sum_backward(grad, self._shape_in, self._dims, self._keepdim)
 
     def _deviation_grad(self, grad: Tensor, centered: Tensor, spread: Tensor) -> Tensor:
         return self._spread(grad) * centered * 2 / spread
 
+    @property
+    def _saved_self(self) -> Tensor:
+        return self._unpacked()
+
+    @property
+    def _raw_saved_self(self) -> SavedTensor:
+        return SavedTensor(self, 0)
+
+    def _unpacked(self) -> Tensor:
+        if self._saved is FREED:
+            raise RuntimeError(SECOND_BACKWARD)
+        return unpack_saved(self, self._saved[0])
+
     def apply(self, grads: list[Tensor | None]) -> list[Tensor | None]:
-        x = self._self
+        x = self._unpacked()
         count = D._reduced_count(x._data.shape, self._dims)
         total = None
         if grads[0] is not None:
@@ -484,13 +508,19 @@ def _moments(node_cls: Any, op: str, input: Tensor, dim: Any, unbiased: bool | N
         second = centre if keepdim else centre.reshape(first.shape)
     if grad_mode.is_grad_enabled() and input._requires_grad:
         node = node_cls()
-        node._self, node._dims, node._correction, node._keepdim = input, dims, correction, keepdim
+        node._dims, node._correction, node._keepdim = dims, correction, keepdim
+        node._shape_in = input._data.shape
         node._outputs = 2
         if node_cls is StdMeanBackward0:
             node._std = first.detach()
         init_node(node, (edge(input),), first._data)
+        if input._inference:
+            raise RuntimeError(INFERENCE_SAVED)
+        node._saved = ((input, input._version, input._grad_node is not None),)
         for nr, out in enumerate((first, second)):
             out._grad_node, out._output_nr, out._requires_grad = node, nr, True
+        if SAVED_TENSORS_HOOKS.stack:
+            pack_saved(node, (first, second))
     return first, second
 
 
