@@ -47,6 +47,7 @@ from refimpl._dtype import (
     promote_types,
 )
 from refimpl._tensor import Size, Tensor
+from refimpl._storage import LEGACY_TYPES as _LEGACY_TYPES, load, save
 from refimpl.autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from refimpl._warn import is_warn_always_enabled, set_warn_always
 from refimpl.autograd.grad_mode import (
@@ -58,18 +59,15 @@ from refimpl.autograd.grad_mode import (
     set_grad_enabled,
 )
 # The public functions check their arguments as PyTorch's binding does (refimpl.ops.signatures).
-from refimpl.ops.functional import (  # noqa: A004 - PyTorch's names
+from refimpl.ops.functional import prod, sort
+from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow builtins here too
     amax,
     amin,
     ceil,
     floor,
     nan_to_num,
-    prod,
     round,
-    sort,
     trunc,
-)
-from refimpl.ops.signatures import (  # noqa: A004 - PyTorch's names shadow builtins here too
     abs,
     add,
     empty_like,
@@ -166,9 +164,13 @@ cfloat = complex64
 cdouble = complex128
 short = int16
 __version__ = "2.13.0+refimpl"
+globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 
 __all__ = [
     "__version__",
+    "save",
+    "load",
+    *_LEGACY_TYPES,
     "abs",
     "add",
     "addmm",

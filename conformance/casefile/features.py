@@ -70,6 +70,12 @@ ATTRIBUTES = {
     # Layers that need more than `modules`.
     "Conv2d": "conv", "BatchNorm1d": "batchnorm", "BatchNorm2d": "batchnorm",
     "Dropout": "dropout", "dropout": "dropout",
+    # A tensor's memory, and the legacy constructors.
+    "resize_": "storage", "resize_as_": "storage", "set_": "storage",
+    "new": "legacy_constructors",
+    **{f"{kind}Tensor": "legacy_constructors" for kind in (
+        "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool",
+        "ComplexFloat", "ComplexDouble")},
 }
 """Attribute name -> feature, wherever the attribute is read or called."""
 HELPERS = {"grad_fn_name": "node_introspection", "node_name": "node_introspection",
@@ -194,6 +200,8 @@ class _Scan(ast.NodeVisitor):
                 self.add("autograd_state", node)
             elif keyword.arg == "create_graph" and not _is_false(keyword.value):
                 self.add("create_graph", node)
+            elif keyword.arg == "out":
+                self.add("out_arguments", node)
         self.generic_visit(node)
 
     def _backward_options(self, node: ast.Call) -> None:

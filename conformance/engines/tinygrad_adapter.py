@@ -77,8 +77,13 @@ def make_engine() -> Engine:
     os.environ["DEV"] = choose_device()
     try:
         import tinygrad
+        from tinygrad.helpers import DEV
     except ImportError as exc:
         return EngineUnavailable("tinygrad", f"cannot import tinygrad: {exc}")
+    if not DEV.device:
+        # tinygrad read DEV when something imported it before this function set it: without
+        # it tinygrad probes for a device and, where clang is missing, finds none.
+        DEV.value = os.environ["DEV"]
     return TinygradEngine(tinygrad)
 
 

@@ -31,6 +31,7 @@ from refimpl import _creation
 from refimpl._tensor import Tensor
 from refimpl.ops import functional as F
 from refimpl.ops import inplace
+from refimpl.ops.out import OUT_OPS, accepting_out
 
 __all__ = ["function", "method", "overloaded", "Overload", "must_be", "invalid_combination"]
 
@@ -76,6 +77,8 @@ def function(fn: Callable[..., Any], op: str, *params: str, numbers_ok: Sequence
     """``fn`` as ``torch.<op>``: its leading parameters ``params`` (PyTorch's names) must be
     tensors (or numbers, for those in ``numbers_ok``; or None, for those in ``optional``)."""
     check = _checker(op, params, numbers_ok, 0, 1, optional)
+    if op in OUT_OPS:
+        fn = accepting_out(fn, op)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -178,6 +181,8 @@ def overloaded(fn: Callable[..., Any], op: str, options: Sequence[tuple[str, boo
     passed through unchecked, and so are calls no signature fits by arity (Python's own
     error for the wrong number of arguments comes from ``fn``)."""
     parsed = [Overload(text, explained) for text, explained in options]
+    if op in OUT_OPS and not skip:
+        fn = accepting_out(fn, op)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -198,6 +203,7 @@ def overloaded(fn: Callable[..., Any], op: str, options: Sequence[tuple[str, boo
 
 def _tensor_list(fn: Callable[..., Any], op: str) -> Callable[..., Any]:
     """``cat``/``stack``: a sequence of tensors, each checked by its place in the list."""
+    fn = accepting_out(fn, op)
 
     @functools.wraps(fn)
     def checked(tensors: Any, *args: Any, **kwargs: Any) -> Any:
@@ -285,6 +291,10 @@ full_like = function(_creation.full_like, "full_like", "input")
 rand_like = function(_creation.rand_like, "rand_like", "input")
 randn_like = function(_creation.randn_like, "randn_like", "input")
 cat = _tensor_list(F.cat, "cat")
+# Functions without a binding check of their own that take out= all the same.
+amax, amin, ceil, floor, nan_to_num, round, trunc = (  # noqa: A001 - PyTorch's names
+    accepting_out(getattr(F, name), name)
+    for name in ("amax", "amin", "ceil", "floor", "nan_to_num", "round", "trunc"))
 stack = _tensor_list(F.stack, "stack")
 true_divide = overloaded(F.div, "true_divide", [
     ("Tensor input, Tensor other" + _OUT, False), ("Tensor input, Number other", True)])
