@@ -173,14 +173,14 @@ def _legacy_program(L: Any) -> list[Any]:
     x = L.tensor([1.0, 2.0], requires_grad=True)
     seen = []
     # (constructor, whether it was given data: sizes leave the values unset)
-    for make, data in [(lambda: L.Tensor([1, 2]), True), (lambda: L.FloatTensor([[1, 2]]), True),
-                       (lambda: L.DoubleTensor(2), False), (lambda: L.LongTensor([1.9, -1.9]), True),
-                       (lambda: L.BoolTensor([0, 2]), True), (lambda: L.IntTensor([3]), True),
-                       (lambda: L.Tensor(), True), (lambda: L.Tensor((3, 4)), True),
-                       (lambda: L.Tensor(L.Size([2, 2])), False), (lambda: x.new(), True),
-                       (lambda: x.new(3), False), (lambda: x.new((1, 2)), True),
-                       (lambda: x.new([[5]]), True),
-                       (lambda: L.LongTensor([1], device="cpu"), True)]:
+    makers = [(lambda: L.Tensor([1, 2]), True), (lambda: L.FloatTensor([[1, 2]]), True),
+              (lambda: L.DoubleTensor(2), False), (lambda: L.LongTensor([1.9, -1.9]), True),
+              (lambda: L.BoolTensor([0, 2]), True), (lambda: L.IntTensor([3]), True),
+              (lambda: L.Tensor(), True), (lambda: L.Tensor((3, 4)), True),
+              (lambda: L.Tensor(L.Size([2, 2])), False), (lambda: x.new(), True),
+              (lambda: x.new(3), False), (lambda: x.new((1, 2)), True),
+              (lambda: x.new([[5]]), True), (lambda: L.LongTensor([1], device="cpu"), True)]
+    for make, data in makers:
         t = make()
         seen.append((list(t.shape), str(t.dtype), t.requires_grad, t.is_leaf,
                      _host(t) if data else None))
