@@ -24,7 +24,7 @@ from refimpl import _backend, _creation, _dtype
 from refimpl._tensor import Tensor
 from refimpl.ops.inplace import LEAF_INPLACE
 
-__all__ = ["resize_", "resize_as_", "set_", "new", "LEGACY_TYPES", "save", "load"]
+__all__ = ["resize_", "resize_as_", "set_", "new", "storage_offset", "LEGACY_TYPES", "save", "load"]
 
 RESIZE_REQUIRES_GRAD = "cannot resize variables that require grad"
 
@@ -49,6 +49,14 @@ def _offset(array: Any, owner: Any) -> int | None:
 def _backend_ptr(array: Any) -> int:
     interface = getattr(array, "__array_interface__", None)
     return interface["data"][0] if interface is not None else array.data.ptr
+
+
+def storage_offset(t: Tensor) -> int:
+    """``Tensor.storage_offset``: where the tensor starts in the memory it views, in elements
+    (0 where that memory is not one flat array of its element type)."""
+    data = t._data
+    start = _offset(data, _owner(data))
+    return start or 0
 
 
 def resize_(self: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
@@ -341,7 +349,7 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
 
 
 def _bind() -> None:
-    for name in ("resize_", "resize_as_", "set_", "new"):
+    for name in ("resize_", "resize_as_", "set_", "new", "storage_offset"):
         setattr(Tensor, name, globals()[name])
     Tensor.__new__ = staticmethod(tensor_new)
 

@@ -49,11 +49,21 @@ VIEW_OF_LEAF_INPLACE = ("a view of a leaf Variable that requires grad is being u
                         "in-place operation.")
 
 
+# Views of another dtype than their base (refimpl.ops.complex_views): PyTorch replays them
+# to rewrite a base's history, as no as_strided of the base describes them.
+_DTYPE_VIEWS = ("view_as_real", "view_as_complex")
+
+
 def _replay_chain(view_fn: Any) -> list[tuple[Any, dict[str, Any]]]:
     # A view remembers (parent chain, row, params); unroll it to base-first order.
     steps = []
     while view_fn is not None:
         view_fn, row, params = view_fn
+        if row.name in _DTYPE_VIEWS:
+            raise NotImplementedError(
+                f"refimpl cannot record an in-place write through a {row.name} view of a "
+                "tensor that requires grad (PyTorch replays the view to rewrite the base's "
+                "history); write into the base itself, or under torch.no_grad()")
         steps.append((row, params))
     steps.reverse()
     return steps

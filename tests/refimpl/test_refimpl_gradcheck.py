@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numpy as np
 import pytest
 from refimpl_cases import CASES, OpCase
@@ -109,3 +112,51 @@ def test_gradcheck_reports_a_wrong_formula() -> None:
         refimpl.autograd.gradcheck(Double.apply, (x,))
     assert not refimpl.autograd.gradcheck(Double.apply, (x,), fast_mode=True,
                                           raise_exception=False)
+
+
+def _complex_verdicts(lib: Any) -> list[Any]:
+    """gradcheck of complex functions, right and wrong, in both modes: the verdict, and the
+    first line of the message where the output is complex (PyTorch checks the imaginary part
+    of complex outputs, then the real part, and says which)."""
+
+    class WrongOut(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * lib.tensor(1 + 1j, dtype=lib.complex128)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return lib.view_as_real(g)[..., 0] * 2
+
+    class WrongIn(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, z: Any) -> Any:
+            return lib.view_as_real(z).sum(-1) * 1.0
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g * lib.tensor(1 + 0j, dtype=lib.complex128)
+
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    z = lib.tensor([1 + 2j, 3 - 1j], dtype=lib.complex128, requires_grad=True)
+    pairs = [(lambda a: a * a, (z,)), (lambda a: a.exp() * a.abs(), (z,)),
+             (lambda a: lib.view_as_real(a * 2), (z,)),
+             (lambda a: lib.view_as_complex(a * 2), (lib.ones(2, 2, dtype=lib.float64,
+                                                             requires_grad=True),)),
+             (lambda a: a * lib.tensor(1 + 1j, dtype=lib.complex128), (x,)),
+             (WrongOut.apply, (x,)), (WrongIn.apply, (z,))]
+    seen = []
+    for fn, inputs in pairs:
+        for fast in (False, True):
+            try:
+                seen.append(lib.autograd.gradcheck(fn, inputs, fast_mode=fast))
+            except RuntimeError as error:
+                seen.append((type(error).__name__, str(error).split(",")[0]))
+    return seen
+
+
+def test_complex_functions_are_checked_as_pytorch_checks_them() -> None:
+    torch = pytest.importorskip("torch", reason="PyTorch is the oracle of this test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's ComplexWarning and PyTorch's own
+        assert _complex_verdicts(refimpl) == _complex_verdicts(torch)
