@@ -69,6 +69,7 @@ ATTRIBUTES = {
     "cuda": "cuda", "is_meta": "meta",
     # Layers that need more than `modules`.
     "Conv2d": "conv", "BatchNorm1d": "batchnorm", "BatchNorm2d": "batchnorm",
+    "InstanceNorm2d": "batchnorm",
     "Dropout": "dropout", "dropout": "dropout",
     # A tensor's memory, and the legacy constructors.
     "resize_": "storage", "resize_as_": "storage", "set_": "storage",

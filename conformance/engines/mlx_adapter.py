@@ -35,7 +35,9 @@ def make_engine() -> Engine:
 
     class MlxKernels(Kernels):
         name = "mlx"
-        conjugate = True
+        # MLX's vjp of a complex function already gives PyTorch's g * conj(f'(z)) (mx.vjp of
+        # c * w returns conj(w)): the tape passes it through as it is.
+        conjugate = False
 
         def __init__(self) -> None:
             self.ops = numpy_like_ops(_NumpyShim(mx), self.vjp, lambda name: _mlx_dtype(mx, name))

@@ -14,6 +14,9 @@ from refimpl.nn.modules import (
     BatchNorm2d,
     Conv2d,
     Dropout,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
     L1Loss,
     Linear,
     Module,
@@ -25,4 +28,5 @@ from refimpl.nn.modules import (
 from refimpl.nn.parameter import Parameter
 
 __all__ = ["Parameter", "Module", "Linear", "Conv2d", "L1Loss", "MSELoss", "Dropout",
-           "BatchNorm1d", "BatchNorm2d", "ReLU", "Sigmoid", "Sequential", "functional", "init"]
+           "BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+           "ReLU", "Sigmoid", "Sequential", "functional", "init"]

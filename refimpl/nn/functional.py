@@ -27,7 +27,8 @@ from refimpl.nn import derivatives as D
 from refimpl.ops import apply, signatures
 from refimpl.ops import functional as core
 
-__all__ = ["linear", "conv2d", "l1_loss", "mse_loss", "dropout", "batch_norm", "relu",
+__all__ = ["linear", "conv2d", "l1_loss", "mse_loss", "dropout", "batch_norm", "instance_norm",
+           "relu",
            "relu6", "hardtanh", "sigmoid", "softmax", "log_softmax", "tanh"]
 
 
@@ -299,6 +300,36 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
             running_var.mul_(1 - momentum).add_(batch_var * (momentum * n / (n - 1)))
     return out
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-05) -> Tensor:
+    """Normalize each sample's channels on their own, as PyTorch does: ``(N, C, ...)`` seen as
+    one batch of ``N * C`` channels (a ``ViewBackward0``), the affine parameters and running
+    buffers repeated ``N`` times (``RepeatBackward0``), ``batch_norm``, and a view back; the
+    running buffers then take the mean over the samples."""
+    if not isinstance(input, Tensor):
+        raise signatures.must_be("instance_norm", "input", 1, "Tensor", input)
+    if use_input_stats:
+        spatial = input.numel() // (input.shape[0] * input.shape[1]) if input.dim() > 1 else 1
+        if spatial == 1:
+            raise ValueError("Expected more than 1 spatial element when training, got input "
+                             f"size {input.shape!r}")
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
+    b, c = input.shape[0], input.shape[1]
+    repeated = [None if t is None else t.repeat(b)
+                for t in (weight, bias, running_mean, running_var)]
+    out = batch_norm(input.contiguous().view(1, b * c, *input.shape[2:]), repeated[2],
+                     repeated[3], repeated[0], repeated[1], use_input_stats, momentum, eps)
+    with no_grad():
+        for buffer, copy in ((running_mean, repeated[2]), (running_var, repeated[3])):
+            if buffer is not None:
+                buffer.copy_(copy.view(b, c).mean(0))
+    return out.view(*input.shape)
 
 
 # ------------------------------------------------------------------ activations
