@@ -16,4 +16,5 @@ from refimpl.nn.modules.linear import Linear
 from refimpl.nn.modules.loss import L1Loss, MSELoss
 
 __all__ = ["Module", "Linear", "Conv2d", "L1Loss", "MSELoss", "Dropout", "BatchNorm1d",
-           "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "ReLU", "Sigmoid", "Sequential"]
+           "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "ReLU", "Sigmoid",
+           "Sequential"]
