@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import weakref
 from typing import Any
 
 import numpy
@@ -124,6 +125,102 @@ def set_(self: Tensor, source: Tensor | None = None) -> Tensor:
     self._grad_acc = None
     self._bump_version()
     return self
+
+
+# ------------------------------------------------------------------ storages
+
+TYPED_STORAGE_DEPRECATED = (
+    "TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be "
+    "the only storage class. This should only matter to you if you are using storages "
+    "directly.  To access UntypedStorage directly, use tensor.untyped_storage() instead of "
+    "tensor.storage()")
+
+
+class UntypedStorage:
+    """``Tensor.untyped_storage()``: the memory a tensor views, as bytes. Tensors that view
+    the same memory get the same object back, as in PyTorch."""
+
+    _live: dict[int, weakref.ref] = {}
+
+    def __new__(cls, owner: Any, device: Any) -> UntypedStorage:
+        known = cls._live.get(id(owner))
+        storage = known() if known is not None else None
+        if storage is not None and storage._owner is owner:
+            return storage
+        storage = object.__new__(cls)
+        storage._owner, storage._device = owner, device
+        key = id(owner)
+
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if cls._live.get(key) is ref:
+                del cls._live[key]
+
+        cls._live[key] = weakref.ref(storage, forget)
+        return storage
+
+    @property
+    def device(self) -> Any:
+        return self._device
+
+    def nbytes(self) -> int:
+        return int(self._owner.nbytes)
+
+    def size(self) -> int:
+        return self.nbytes()
+
+    def __len__(self) -> int:
+        return self.nbytes()
+
+    def element_size(self) -> int:
+        return 1
+
+    def data_ptr(self) -> int:
+        return 0 if self._device.type == "meta" else _backend_ptr(self._owner)
+
+    def tolist(self) -> list[int]:
+        host = _backend.backend_of(self._device).to_host(self._owner)
+        return numpy.ascontiguousarray(host).view(numpy.uint8).reshape(-1).tolist()
+
+
+class TypedStorage:
+    """``Tensor.storage()`` (deprecated in PyTorch): the memory as elements of the tensor's
+    dtype."""
+
+    def __init__(self, untyped: UntypedStorage, dtype: Any) -> None:
+        self._untyped, self.dtype = untyped, dtype
+
+    def size(self) -> int:
+        return self._untyped.nbytes() // self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def nbytes(self) -> int:
+        return self._untyped.nbytes()
+
+    def data_ptr(self) -> int:
+        return self._untyped.data_ptr()
+
+    def untyped(self) -> UntypedStorage:
+        return self._untyped
+
+    def tolist(self) -> list[Any]:
+        host = _backend.backend_of(self._untyped.device).to_host(self._untyped._owner)
+        return numpy.ascontiguousarray(host).reshape(-1).tolist()
+
+
+def untyped_storage(self: Tensor) -> UntypedStorage:
+    """``Tensor.untyped_storage``: the memory this tensor views (its owning array)."""
+    return UntypedStorage(_owner(self._data), self._device)
+
+
+def storage(self: Tensor) -> TypedStorage:
+    """``Tensor.storage``: the typed view of :func:`untyped_storage`, with PyTorch's
+    once-per-process deprecation warning."""
+    from refimpl._warn import warn_once
+
+    warn_once(TYPED_STORAGE_DEPRECATED, UserWarning, stacklevel=2)
+    return TypedStorage(untyped_storage(self), self.dtype)
 
 
 # ------------------------------------------------------------------ legacy constructors
@@ -349,7 +446,8 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
 
 
 def _bind() -> None:
-    for name in ("resize_", "resize_as_", "set_", "new", "storage_offset"):
+    for name in ("resize_", "resize_as_", "set_", "new", "storage_offset", "untyped_storage",
+                 "storage"):
         setattr(Tensor, name, globals()[name])
     Tensor.__new__ = staticmethod(tensor_new)
 

@@ -196,3 +196,26 @@ def _legacy_program(L: Any) -> list[Any]:
 
 def test_legacy_constructors_match_torch() -> None:
     assert _legacy_program(refimpl) == _legacy_program(torch)
+
+
+def _storage_program(L: Any) -> list[Any]:
+    x = L.arange(4.0)
+    v = x[1:]
+    s = x.untyped_storage()
+    seen = [type(s).__name__, s.nbytes(), len(s), s.data_ptr() == x.data_ptr(),
+            x.untyped_storage() is s, v.untyped_storage() is s, v.storage_offset(),
+            str(s.device), s.element_size(), L.ones(3, dtype=L.float64).untyped_storage().nbytes()]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        typed = x.storage()
+    seen += [type(typed).__name__, len(typed), typed.nbytes(), typed.tolist(),
+             typed.data_ptr() == x.data_ptr(), [str(w.message) for w in caught][:1] != []]
+    return seen
+
+
+def test_storages_match_torch() -> None:
+    refimpl.set_warn_always(True)  # the typed-storage warning shows once per process
+    try:
+        assert _storage_program(refimpl)[:-1] == _storage_program(torch)[:-1]
+    finally:
+        refimpl.set_warn_always(False)
