@@ -49,6 +49,7 @@ from refimpl._dtype import (
 from refimpl._tensor import Size, Tensor
 from refimpl._storage import LEGACY_TYPES as _LEGACY_TYPES, load, save
 from refimpl.ops.complex_views import view_as_complex, view_as_real
+from refimpl.ops.strided import as_strided
 from refimpl.autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from refimpl._warn import is_warn_always_enabled, set_warn_always
 from refimpl.autograd.grad_mode import (
@@ -173,6 +174,7 @@ __all__ = [
     "load",
     "view_as_real",
     "view_as_complex",
+    "as_strided",
     *_LEGACY_TYPES,
     "abs",
     "add",

@@ -902,11 +902,14 @@ def _as_strided_forward(xp: Any, self: Any, *, size: tuple[int, ...],
 
 
 def as_strided_backward(grad: Any, base_shape: tuple[int, ...], size: tuple[int, ...],
-                        stride: tuple[int, ...], offset: int) -> Any:
+                        stride: tuple[int, ...], offset: int,
+                        into: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
+                        ) -> Any:
     """PyTorch's ``as_strided_backward`` for a view of ``size``/``stride``/``offset`` (in
     elements) into a row-major base: size-1 dims of the gradient are squeezed and those the
     view expanded (stride 0) summed, from the last dim; the rest is copied into its place in
-    zeros standing for the storage, returned as an ``as_strided`` view of the base's shape."""
+    zeros standing for the storage, returned as an ``as_strided`` view of the base's shape
+    (or of the input's own ``into = (size, stride, offset)`` in that storage)."""
     from refimpl.ops.inplace import copy_
 
     kept_size: list[int] = []
@@ -925,6 +928,9 @@ def as_strided_backward(grad: Any, base_shape: tuple[int, ...], size: tuple[int,
     region = F.apply(AS_STRIDED, (storage,), {"size": tuple(kept_size),
                                              "stride": tuple(kept_stride), "offset": offset})
     copy_(region, grad)
+    if into is not None:
+        return F.apply(AS_STRIDED, (storage,), {"size": into[0], "stride": into[1],
+                                               "offset": into[2]})
     return F.apply(AS_STRIDED, (storage,), {"size": tuple(base_shape),
                                            "stride": contiguous_strides(base_shape),
                                            "offset": 0})

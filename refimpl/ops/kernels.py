@@ -74,7 +74,7 @@ from refimpl.ops.table import ROWS, OpRow, unpack_saved
 __all__ = ["Kernels", "install", "uninstall", "installed", "LAYOUT_ROWS"]
 
 LAYOUT_ROWS = frozenset({"t_", "transpose_", "squeeze_", "squeeze_.dim", "squeeze_.dims",
-                         "unsqueeze_"})
+                         "unsqueeze_", "as_strided_"})
 """In-place rows that only change how a tensor's memory is read: their forward stays NumPy's."""
 
 class Kernels:

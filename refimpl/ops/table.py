@@ -768,6 +768,15 @@ PACK_HOOK_IN_PLACE = (
     "input to a pack hook.")
 
 
+def pack_with(hook: Callable[[Tensor], Any], tensor: Tensor) -> Any:
+    """``hook(tensor)``, refused when the pack hook wrote into ``tensor``."""
+    before = tensor._version
+    result = hook(tensor)
+    if tensor._version != before:
+        raise RuntimeError(PACK_HOOK_IN_PLACE)
+    return result
+
+
 def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
     """Replace what ``node`` saved by what the innermost ``saved_tensors_hooks`` pack hook
     makes of each tensor (``outputs[k]`` for the node's output ``k``), in saving order. Pack
@@ -775,11 +784,7 @@ def pack_saved(node: Node, outputs: Sequence[Any]) -> None:
     hook, unpack = SAVED_TENSORS_HOOKS.stack[-1]
 
     def pack(tensor: Tensor) -> Any:
-        before = tensor._version
-        result = hook(tensor)
-        if tensor._version != before:
-            raise RuntimeError(PACK_HOOK_IN_PLACE)
-        return result
+        return pack_with(hook, tensor)
 
     packed = list(node._saved)
     row = type(node)._row

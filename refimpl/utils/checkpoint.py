@@ -33,8 +33,8 @@ from refimpl import _creation
 from refimpl._tensor import Tensor
 from refimpl.autograd import engine, grad_mode
 from refimpl.autograd.function import Function
-from refimpl.autograd.graph import saved_tensors_hooks
-from refimpl.ops.table import unpack_saved
+from refimpl.autograd.graph import SAVED_TENSORS_HOOKS, PackedSaved, saved_tensors_hooks
+from refimpl.ops.table import edge, pack_with, unpack_saved
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
            "set_checkpoint_early_stop", "detach_variable"]
@@ -180,7 +180,7 @@ class _Frame:
         self.early_stop = early_stop
         self.metadata_fn = metadata_fn
         self.saved_args: list[Any] = []
-        self.saved_tensors: dict[int, tuple[Tensor, int, bool]] = {}
+        self.saved_tensors: dict[int, Any] = {}  # saved entries, as unpack_saved reads them
         self.weak_holders: list[weakref.ref[_Holder]] = []
         self.metadatas: list[Any] = []
         self.recomputed: defaultdict[Any, dict[object, Tensor]] = defaultdict(dict)
@@ -192,9 +192,16 @@ class _Frame:
     def save_inputs(self, args: tuple[Any, ...]) -> None:
         self.saved_args = list(args)
         # Each tensor argument kept as a saved input is: checked against in-place changes
-        # when recomputing.
+        # when recomputing. PyTorch saves them with save_for_backward before its own hooks
+        # take over, so saved_tensors_hooks around the checkpoint pack them, and the
+        # recomputation runs on what their unpack hook gives back.
         self.saved_tensors = {i: (a, a._version, a.grad_fn is not None)
                               for i, a in enumerate(args) if isinstance(a, Tensor)}
+        if SAVED_TENSORS_HOOKS.stack and self.saved_tensors:
+            hook, unpack = SAVED_TENSORS_HOOKS.stack[-1]
+            with grad_mode.no_grad():
+                self.saved_tensors = {i: PackedSaved(pack_with(hook, a), unpack, edge(a))
+                                      for i, (a, _, _) in self.saved_tensors.items()}
 
     def inputs(self) -> list[Any]:
         return [unpack_saved(None, self.saved_tensors[i]) if i in self.saved_tensors else a

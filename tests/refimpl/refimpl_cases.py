@@ -205,6 +205,10 @@ CASES = [
     OpCase("fill_tensor", lambda lib, a, b: (a * 1).fill_(b.sum()) * a, ((2, 3), (2,)),
            "MulBackward0"),
     OpCase("mul_inplace_view", _mul_view, ((2, 3), (2, 3)), "CopySlices"),
+    # Overlapping and skipping strided views of one memory: their gradients add up per element.
+    OpCase("as_strided", lambda lib, a: a.as_strided((2, 2), (1, 2), 1) * a.as_strided((2, 2),
+                                                                                      (2, 0)),
+           ((6,),), "MulBackward0"),
     # Real to complex and back: each view's gradient is the other view of the gradient.
     OpCase("view_as_complex_and_real",
            lambda lib, a, b: lib.view_as_real(lib.view_as_complex(a * b)) * a,
