@@ -684,10 +684,13 @@ class Tensor:
         return f"{prefix}{self.dtype.legacy_name}Tensor"
 
     def _type_for_messages(self) -> str:
-        """The type as PyTorch's C++ errors name it: ``type()``, except on meta, which has no
-        legacy tensor type and is named after its dispatch key (``MetaFloatType``)."""
+        """The type as PyTorch's C++ errors name it: ``type()``, except where there is no
+        legacy tensor type - on meta, and for complex and bfloat16 dtypes - which is named
+        after its dispatch key (``MetaFloatType``, ``CPUComplexFloatType``)."""
         if self._device.type == "meta":
             return f"Meta{self.dtype.legacy_name}Type"
+        if self.dtype.kind == "c" or self.dtype.name == "bfloat16":
+            return f"{self._device.type.upper()}{self.dtype.legacy_name}Type"
         return self.type()
 
     def element_size(self) -> int:
