@@ -524,3 +524,9 @@ def partial_overlap(a: Any, b: Any) -> bool:
 def dtype_of_np(np_dtype: Any) -> _dtype.dtype:
     """The refimpl dtype for an array-library dtype object."""
     return _FROM_NP[np_dtype]
+
+
+def array_ptr(array: Any) -> int:
+    """The address of an array's first element, NumPy's or CuPy's."""
+    interface = getattr(array, "__array_interface__", None)
+    return interface["data"][0] if interface is not None else array.data.ptr

@@ -43,13 +43,8 @@ def _offset(array: Any, owner: Any) -> int | None:
         return None
     if owner.size == 0 or array.size == 0:
         return 0 if owner is array or owner.size == 0 else None
-    first = _backend_ptr(array) - _backend_ptr(owner)
+    first = _backend.array_ptr(array) - _backend.array_ptr(owner)
     return first // array.itemsize if first % array.itemsize == 0 else None
-
-
-def _backend_ptr(array: Any) -> int:
-    interface = getattr(array, "__array_interface__", None)
-    return interface["data"][0] if interface is not None else array.data.ptr
 
 
 def storage_offset(t: Tensor) -> int:
@@ -90,8 +85,6 @@ def resize_(self: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
 
 def resize_as_(self: Tensor, the_template: Tensor, memory_format: Any = None) -> Tensor:
     """``Tensor.resize_as_``: ``self.resize_(the_template.size())``."""
-    if self.requires_grad:
-        raise RuntimeError(RESIZE_REQUIRES_GRAD)
     return resize_(self, tuple(the_template.shape))
 
 
@@ -175,7 +168,7 @@ class UntypedStorage:
         return 1
 
     def data_ptr(self) -> int:
-        return 0 if self._device.type == "meta" else _backend_ptr(self._owner)
+        return 0 if self._device.type == "meta" else _backend.array_ptr(self._owner)
 
     def tolist(self) -> list[int]:
         host = _backend.backend_of(self._device).to_host(self._owner)
@@ -400,11 +393,8 @@ class _Unpickler(pickle.Unpickler):
             data = flat[start:start].reshape(shape)
         else:
             view = flat[start:]
-            data = numpy.lib.stride_tricks.as_strided(
-                view, shape, tuple(s * flat.itemsize for s in strides)) \
-                if isinstance(view, numpy.ndarray) else \
-                _backend.backend_of(dev).xp.lib.stride_tricks.as_strided(
-                    view, shape, tuple(s * flat.itemsize for s in strides))
+            data = _backend.backend_of(dev).xp.lib.stride_tricks.as_strided(
+                view, shape, tuple(s * flat.itemsize for s in strides))
         t = _wrap_loaded(data, dev, parameter)
         if grad:
             t._requires_grad = True

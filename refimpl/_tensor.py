@@ -642,9 +642,7 @@ class Tensor:
         memory): views of one storage at other offsets differ."""
         if self._device.type == "meta":
             return 0
-        data = self._data
-        interface = getattr(data, "__array_interface__", None)
-        return interface["data"][0] if interface is not None else data.data.ptr
+        return _backend.array_ptr(self._data)
 
     def nelement(self) -> int:
         return int(self._data.size)
