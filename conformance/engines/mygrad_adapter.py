@@ -387,6 +387,12 @@ class Tensor:
     def log_softmax(self, dim: int) -> Tensor:
         return Tensor(_mg().nnet.logsoftmax(self.raw, axis=dim))
 
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
+        # torch's "fro" of a vector or of a whole tensor is the 2-norm of its elements.
+        ord = 2 if p == "fro" else p
+        flat = self.raw if dim is not None else _mg().reshape(self.raw, (-1,))
+        return Tensor(_mg().linalg.norm(flat, ord=ord, axis=_axis(dim), keepdims=keepdim))
+
     # -- in-place operations ----------------------------------------------------------------
 
     def exp_(self) -> Tensor:
