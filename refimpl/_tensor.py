@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -404,29 +405,46 @@ class Tensor:
     def register_hook(self, hook: Any) -> Any:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a tensor it returns
         replaces the gradient. Returns a handle whose ``remove()`` unregisters the hook."""
-        from refimpl.autograd.graph import RemovableHandle
+        from refimpl.autograd.graph import RemovableHandle, TensorHooks
 
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._base is not None:
             self._sync_view()
-        if self._grad_node is None:
-            if self._hooks is None:
-                self._hooks = []
-            hooks = self._hooks
-            hooks.append(hook)
-        else:
+        # As PyTorch: the hooks live in the tensor's ``_backward_hooks`` dict. A leaf's dict is
+        # read by its AccumulateGrad each backward; a non-leaf's is registered on the grad_fn
+        # it has now, when the dict is made (an in-place op that gives the tensor a new
+        # grad_fn starts a new dict, and the hooks before it stay on the old node).
+        if self._hooks is None:
+            self._hooks = OrderedDict()
             node = self._grad_node
-            if node._pre_hooks is None:
-                node._pre_hooks = []
-            hooks = node._pre_hooks
-            # retain_grad's hooks run last, so .grad sees what the other hooks returned.
-            at = len(hooks)
-            while at and _is_retain(hooks[at - 1]):
-                at -= 1
-            hook = self._hook_entry(hook)
-            hooks.insert(at, hook)
-        return RemovableHandle(hooks, hook)
+            if node is not None:
+                if node._pre_hooks is None:
+                    node._pre_hooks = []
+                hooks = node._pre_hooks
+                # retain_grad's hooks run last, so .grad sees what the other hooks returned.
+                at = len(hooks)
+                while at and _is_retain(hooks[at - 1]):
+                    at -= 1
+                hooks.insert(at, self._hook_entry(TensorHooks(self._hooks)))
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
+
+    @property
+    def _backward_hooks(self) -> Any:
+        """The dict of this tensor's hooks, keyed by handle id (None before the first)."""
+        return self._hooks
+
+    @_backward_hooks.setter
+    def _backward_hooks(self, hooks: Any) -> None:
+        # A leaf's hooks are whatever dict is here at backward; a non-leaf's registered dict
+        # stays on its grad_fn whatever is assigned (PyTorch 2.13 behaves so).
+        self._hooks = hooks
+
+    @_backward_hooks.deleter
+    def _backward_hooks(self) -> None:
+        raise RuntimeError("Deletion of _backwards_hooks not allowed!")
 
     def register_post_accumulate_grad_hook(self, hook: Any) -> Any:
         """Call ``hook(tensor)`` on this leaf once backward has accumulated its ``.grad``; the
@@ -439,9 +457,10 @@ class Tensor:
             raise RuntimeError(
                 "post accumulate grad hooks cannot be registered on non-leaf tensors")
         if self._post_accumulate_grad_hooks is None:
-            self._post_accumulate_grad_hooks = []
-        self._post_accumulate_grad_hooks.append(hook)
-        return RemovableHandle(self._post_accumulate_grad_hooks, hook)
+            self._post_accumulate_grad_hooks = OrderedDict()
+        handle = RemovableHandle(self._post_accumulate_grad_hooks)
+        self._post_accumulate_grad_hooks[handle.id] = hook
+        return handle
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
@@ -816,7 +835,10 @@ def _is_retain(hook: Any) -> bool:
 
 def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
     """When an in-place op gives ``t`` a new grad_fn, PyTorch moves ``retain_grad()``'s hook
-    there, so ``.grad`` gets the gradient of the written value (other hooks stay behind)."""
+    there, so ``.grad`` gets the gradient of the written value (other hooks stay behind, and
+    hooks registered from now on go into a new ``_backward_hooks`` dict, on the new node)."""
+    if old_fn is not new_fn:
+        t._hooks = None
     if not t._retains_grad or old_fn is None or old_fn is new_fn or not old_fn._pre_hooks:
         return
     mine = [h for h in old_fn._pre_hooks if type(h) is _RetainGrad and h._ref() is t]

@@ -338,8 +338,11 @@ def _run_backward(roots: Sequence[Edge], root_grads: Sequence[Tensor], *, retain
                 # Tensor hooks (retain_grad's too) also see the gradient of a root that
                 # autograd.grad does not need to run, as in PyTorch (no other unneeded node
                 # gets one).
-                hooks = (node.variable._hooks if is_leaf else node._pre_hooks) \
-                    if run or (arrived and node in root_set) else None
+                hooks = None
+                if run or (arrived and node in root_set):
+                    # A leaf's hooks are its _backward_hooks dict, as it is now.
+                    hooks = node._pre_hooks if not is_leaf else \
+                        node.variable._hooks and list(node.variable._hooks.values())
                 if hooks and multi:
                     for hook in hooks:
                         hook.run(grad)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Node", "AccumulateGrad", "FREED", "RemovableHandle", "init_node", "SEQUENCE",
            "allow_mutation_on_saved_tensors", "MUTATION_CONTEXT",
-           "OutputHook", "saved_tensors_hooks", "save_on_cpu", "PackedSaved",
+           "OutputHook", "TensorHooks", "saved_tensors_hooks", "save_on_cpu", "PackedSaved",
            "disable_saved_tensors_hooks", "register_multi_grad_hook"]
 
 SECOND_BACKWARD = (
@@ -79,18 +79,59 @@ def modified_message(tensor_type: str, shape: list[int], producer: str | None, v
 _METADATA: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
+_HANDLE_IDS = itertools.count()
+
+
 class RemovableHandle:
-    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+    """What ``register_hook`` returns: ``remove()`` unregisters the hook, and so does leaving a
+    ``with`` block on it. ``id`` numbers the handles of the process, as PyTorch's do: a dict of
+    hooks (a tensor's ``_backward_hooks``) keys each hook by its handle's id."""
 
-    __slots__ = ("_hooks", "_hook")
+    __slots__ = ("_hooks", "_hook", "_extra", "id")
 
-    def __init__(self, hooks: list[Any], hook: Any) -> None:
+    def __init__(self, hooks: list[Any] | dict[int, Any], hook: Any = None, *,
+                 extra: tuple[dict[int, Any], ...] = ()) -> None:
         self._hooks = hooks
         self._hook = hook
+        # Dicts of the hook's flags (a module's with_kwargs, always_call), keyed by id too.
+        self._extra = extra
+        self.id = next(_HANDLE_IDS)
 
     def remove(self) -> None:
-        if any(h is self._hook for h in self._hooks):
+        if isinstance(self._hooks, dict):
+            for hooks in (self._hooks, *self._extra):
+                hooks.pop(self.id, None)
+        elif any(h is self._hook for h in self._hooks):
             self._hooks.remove(self._hook)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.remove()
+
+
+class TensorHooks:
+    """A non-leaf tensor's ``_backward_hooks`` dict as one hook of its grad_fn. PyTorch
+    registers the dict itself, once, at the tensor's first ``register_hook``: a hook put into
+    it or taken out of it later (by a handle, or by hand) counts, while a dict assigned to
+    ``_backward_hooks`` afterwards is never registered. Each hook sees what the one before it
+    returned, and is checked under its own name."""
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: dict[int, Any]) -> None:
+        self.hooks = hooks
+
+    def __call__(self, grad: Any) -> Any:
+        from refimpl.autograd.engine import _hook_result
+
+        changed = None
+        for hook in list(self.hooks.values()):
+            new = hook(grad)
+            if new is not None:
+                grad = changed = _hook_result(hook, grad, new)
+        return changed
 
 
 class _MultiHandle(RemovableHandle):
@@ -332,7 +373,7 @@ class AccumulateGrad(Node):
             variable._accumulate_grad(grad, sys.getrefcount(grad) <= 4)
         hooks = variable._post_accumulate_grad_hooks
         if hooks:
-            for hook in list(hooks):
+            for hook in list(hooks.values()):
                 if hook(variable) is not None:
                     raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         return []

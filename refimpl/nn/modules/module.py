@@ -33,8 +33,12 @@ from refimpl.ops import functional as core
 
 __all__ = ["Module"]
 
-# A module's hooks, each a list of (hook, with_kwargs, always_call) in calling order.
+# A module's hooks, as PyTorch keeps them (code outside PyTorch reads and clears these dicts):
+# each an OrderedDict from handle id to hook, in calling order, with the ids of the forward
+# hooks registered with_kwargs=True or always_call=True in dicts of their own.
 _HOOK_LISTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_HOOK_FLAGS = ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+               "_forward_hooks_always_called")
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -58,8 +62,8 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
-        for hooks in _HOOK_LISTS:
-            object.__setattr__(self, hooks, [])
+        for hooks in _HOOK_LISTS + _HOOK_FLAGS:
+            object.__setattr__(self, hooks, OrderedDict())
 
     # ------------------------------------------------------------ calling
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -75,8 +79,8 @@ class Module:
     def _call_with_hooks(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # PyTorch's order: forward pre-hooks, the backward hook's identity on the arguments,
         # forward, forward hooks, the backward hook's identity on the result.
-        for hook, with_kwargs, _ in self._forward_pre_hooks:
-            if with_kwargs:
+        for hook_id, hook in list(self._forward_pre_hooks.items()):
+            if hook_id in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
                     if not (isinstance(res, tuple) and len(res) == 2):
@@ -90,19 +94,21 @@ class Module:
         full = self.__dict__.get("_is_full_backward_hook") is not False
         backward_hook = None
         if full and self._backward_hooks or self._backward_pre_hooks:
-            backward_hook = BackwardHook(self, [h for h, _, _ in self._backward_hooks if full],
-                                         [h for h, _, _ in self._backward_pre_hooks])
+            backward_hook = BackwardHook(self, list(self._backward_hooks.values()) if full else [],
+                                         list(self._backward_pre_hooks.values()))
             args = backward_hook.setup_input_hook(args)
         try:
             result = self.forward(*args, **kwargs)
         except BaseException:
             # always_call=True hooks run even when forward raised; what they return is ignored.
-            for hook, with_kwargs, always_call in self._forward_hooks:
-                if always_call:
-                    _forward_hook(self, hook, with_kwargs, args, kwargs, None)
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called:
+                    _forward_hook(self, hook, hook_id in self._forward_hooks_with_kwargs,
+                                  args, kwargs, None)
             raise
-        for hook, with_kwargs, _ in self._forward_hooks:
-            res = _forward_hook(self, hook, with_kwargs, args, kwargs, result)
+        for hook_id, hook in list(self._forward_hooks.items()):
+            res = _forward_hook(self, hook, hook_id in self._forward_hooks_with_kwargs,
+                                args, kwargs, result)
             if res is not None:
                 result = res
         if backward_hook is not None:
@@ -125,7 +131,7 @@ class Module:
         node = var.grad_fn
         if node is None:
             return
-        for hook, _, _ in self._backward_hooks:
+        for hook in self._backward_hooks.values():
             node.register_hook(functools.partial(hook, self))
         warning = _non_full_hook_warning(args, result, node)
         if warning:
@@ -135,10 +141,17 @@ class Module:
     def _add_hook(self, hooks: str, hook: Callable[..., Any], prepend: bool,
                   with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
         self._check_initialized()
-        entry = (hook, with_kwargs, always_call)
         registry = self.__dict__[hooks]
-        registry.insert(0, entry) if prepend else registry.append(entry)
-        return RemovableHandle(registry, entry)
+        flags = [self.__dict__[f] for f in _HOOK_FLAGS if f.startswith(hooks + "_")]
+        handle = RemovableHandle(registry, extra=tuple(flags))
+        registry[handle.id] = hook
+        if prepend:
+            registry.move_to_end(handle.id, last=False)
+        if with_kwargs:
+            self.__dict__[hooks + "_with_kwargs"][handle.id] = True
+        if always_call:
+            self.__dict__[hooks + "_always_called"][handle.id] = True
+        return handle
 
     def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
