@@ -208,7 +208,14 @@ def _show(case_id: str, cases: Sequence[Case]) -> int:
             text = "\n".join(lines[case.line - 1:end]).rstrip()
             print(terminal_text(f"# {case.file}:{case.line}\n{text}"))
             return 0
-    print(f"no case with id {case_id!r} (see `python -m conformance list`)", file=sys.stderr)
+    starting = [case.id for case in cases if case.id.startswith(case_id)]
+    if starting:
+        shown = "\n  ".join(starting[:20]) + ("\n  ..." if len(starting) > 20 else "")
+        print(terminal_text(f"no case with id {case_id!r}; {len(starting)} case id(s) start "
+                            f"with it:\n  {shown}"), file=sys.stderr)
+    else:
+        print(f"no case with id {case_id!r} (see `python -m conformance list`)",
+              file=sys.stderr)
     return 1
 
 

@@ -105,7 +105,10 @@ class {cls}(Engine):
     name = "{name}"
     version = "unknown"
     message_strictness = "type"          # exact | prefix | type
-    features: frozenset[str] = frozenset()   # names from spec/features.yaml it really has
+    # The features it really has (spec/features.yaml): a case needing one it lacks is
+    # unsupported, not failed. How many of the suite's cases need each one:
+{feature_help}
+    features: frozenset[str] = frozenset({{"autograd_state"}})
     expectations = EXPECTATIONS
 
     def namespace(self, rng: np.random.Generator) -> dict[str, Any]:
@@ -156,6 +159,20 @@ xfail: {{}}
 '''
 
 
+def _feature_help() -> str:
+    """Comment lines: each registered feature with the number of cases that need it, the most
+    needed first (`autograd_state` is in nearly every case)."""
+    from collections import Counter
+
+    from conformance.casefile.loader import DEFAULT_SPEC_DIR, load
+
+    loaded = load([DEFAULT_SPEC_DIR / "cases"])
+    needed = Counter(feature for case in loaded.cases for feature in case.features)
+    total = len(loaded.cases)
+    ranked = sorted(needed.items(), key=lambda item: (-item[1], item[0]))
+    return "\n".join(f"    #   {feature:<24} {count:>4} of {total}" for feature, count in ranked)
+
+
 def add_parser(commands: argparse._SubParsersAction) -> None:
     sub = commands.add_parser("new-adapter", help="write a working adapter skeleton for NAME",
                               description=__doc__.split("\n\n")[0])
@@ -176,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --module {args.module!r} is not a module name", file=sys.stderr)
         return 2
     cls = "".join(part.capitalize() for part in name.split("_")) + "Engine"
-    fields = {"name": name, "cls": cls, "module": args.module, "ident": name}
+    fields = {"name": name, "cls": cls, "module": args.module, "ident": name,
+              "feature_help": _feature_help()}
     files = {
         f"{name}_adapter.py": (TORCH_LIKE if args.module else OTHER_API).format(**fields),
         f"{name}_expectations.yaml": EXPECTATIONS.format(**fields),
@@ -191,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     for file, text in files.items():
         (out / file).write_text(text, encoding="utf-8")
     print("\n".join(str(out / file) for file in files))
-    print(f"next: cd {out} && python -m conformance run --engine {name}_adapter:make_engine "
+    go = "" if out.resolve() == Path.cwd().resolve() else f"cd {out} && "
+    print(f"next: {go}python -m conformance run --engine {name}_adapter:make_engine "
           f"--write-expectations {name}_expectations.yaml")
     return 0

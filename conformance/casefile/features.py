@@ -250,11 +250,15 @@ class _Scan(ast.NodeVisitor):
         self._decorators(node)
         self.generic_visit(node)
 
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._decorators(node)
+        self.generic_visit(node)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._decorators(node)
         self.generic_visit(node)
 
-    def _decorators(self, node: ast.FunctionDef | ast.ClassDef) -> None:
+    def _decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         for decorator in node.decorator_list:
             callee = decorator.func if isinstance(decorator, ast.Call) else decorator
             if _grad_mode(callee):

@@ -113,7 +113,9 @@ class TorchLikeEngine(Engine):
             else:
                 kernels.install(self.kernels)
         torch = _TorchFacade(self, rng)
-        return {"torch": torch, "nn": torch.nn, "F": torch.nn.functional}
+        # `F` is looked up when a case first uses it: a module without nn.functional fails
+        # those cases at that step (AttributeError), not every case before it starts.
+        return {"torch": torch, "nn": torch.nn, "F": _Deferred(lambda: torch.nn.functional)}
 
     def reset(self) -> None:
         torch = self.torch
@@ -121,12 +123,19 @@ class TorchLikeEngine(Engine):
             # A case may leave a mode on from a generator suspended inside its `with`: once
             # collected, the generator is closed and its `with` blocks exit in order.
             gc.collect()
-        torch.set_grad_enabled(True)
+        # Each reset is one the module can do: an engine without grad modes or anomaly
+        # detection has no such state to leak (its cases for them are unsupported).
+        set_grad_enabled = getattr(torch, "set_grad_enabled", None)
+        if set_grad_enabled is not None:
+            set_grad_enabled(True)
         # Anomaly detection is process-wide and a case may switch it on by a plain call.
-        torch.autograd.set_detect_anomaly(False)
+        set_detect_anomaly = getattr(getattr(torch, "autograd", None), "set_detect_anomaly", None)
+        if set_detect_anomaly is not None:
+            set_detect_anomaly(False)
         if hasattr(torch, "set_default_dtype"):
             torch.set_default_dtype(torch.float32)
-        exit_level = getattr(getattr(torch.autograd, "forward_ad", None), "exit_dual_level", None)
+        exit_level = getattr(getattr(getattr(torch, "autograd", None), "forward_ad", None),
+                             "exit_dual_level", None)
         for _ in range(MAX_LEVELS if exit_level is not None else 0):
             if not self._dual_level_open():
                 break
@@ -282,10 +291,12 @@ class _NnFacade:
 
     def __init__(self, torch: _TorchFacade) -> None:
         self._torch = torch
-        self._module = torch._module.nn
+        self._module = getattr(torch._module, "nn", None)
         self._classes: dict[str, type] = {}
 
     def __getattr__(self, name: str) -> Any:
+        if self._module is None:
+            raise AttributeError(f"module '{self._torch._module.__name__}' has no attribute 'nn'")
         value = getattr(self._module, name)
         if isinstance(value, type) and issubclass(value, self._module.Module) \
                 and value is not self._module.Module:
@@ -331,6 +342,17 @@ def _redraw(module: Any, engine: TorchLikeEngine, rng: np.random.Generator) -> N
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         values = rng.uniform(-bound, bound, tuple(parameter.shape))
         engine.assign_parameter(parameter, values)
+
+
+class _Deferred:
+    """An attribute of the case namespace resolved at its first use, not when the namespace
+    is built: the error of a missing one belongs to the step that uses it."""
+
+    def __init__(self, resolve: Callable[[], Any]) -> None:
+        self._resolve = resolve
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resolve(), name)
 
 
 def _ask(module: Any, query: str) -> Any:

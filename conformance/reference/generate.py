@@ -479,7 +479,8 @@ def errata_page(site: Site) -> str:
 
 def engines_index(site: Site) -> str:
     out = [rst.heading("Engines", "="),
-           "Every engine with an adapter in this package, run on every case. Verdicts: "
+           "Every engine in this build, run on every case, each at the level it is held to "
+           "(full: every check; semantics: message wording and reprs left out). Verdicts: "
            ":spec:verdict:`passed`; :spec:verdict:`failed` (an expectation did not hold); "
            ":spec:verdict:`error` (the case crashed the runner); :spec:verdict:`unsupported` "
            "(the engine lacks a feature the case needs, or cannot run here); "
@@ -498,8 +499,9 @@ def engines_index(site: Site) -> str:
         name = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
         version = rst.text(results.version if results.available else
                            f"unavailable: {results.unavailable_reason}")
-        rows.append([name, version, *(str(counts[v]) for v in VERDICTS)])
-    out.append(rst.table(["engine", "version", *VERDICTS], rows))
+        rows.append([name, version, rst.text(results.level),
+                     *(str(counts[v]) for v in VERDICTS)])
+    out.append(rst.table(["engine", "version", "level", *VERDICTS], rows))
     out.append(rst.heading("Topic by engine", "-"))
     matrix = []
     for topic, cases in site.topics.items():

@@ -49,6 +49,8 @@ class EngineResults:
     unavailable_reason: str | None = None
     wall_s: float = 0.0
     origin: str = ""
+    level: str = "full"
+    """The level the engine is held to: its verdicts are read there (the run's headline)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
 
     def counts(self, case_ids: Iterable[str] | None = None) -> dict[str, int]:
@@ -90,10 +92,12 @@ def run_engines(cases: Sequence[Case], names: Sequence[str],
             torch_version=str(info["torch_version"]),
             message_strictness=str(info["message_strictness"]),
             available=bool(info["available"]), unavailable_reason=info["unavailable_reason"],
-            wall_s=run.wall_s, origin="a run of the suite while this reference was built")
+            wall_s=run.wall_s, origin="a run of the suite while this reference was built",
+            level=run.level)
         for result in run.results:
-            results.verdicts[result.case_id] = Verdict(result.verdict, result.message,
-                                                       result.reason, result.step)
+            results.verdicts[result.case_id] = Verdict(result.verdict_at(run.level),
+                                                       result.message, result.reason,
+                                                       result.step)
         out.append(results)
     return out
 
@@ -125,11 +129,14 @@ def _read_report(path: Path) -> list[EngineResults]:
                 message_strictness=str(info.get("message_strictness", "")),
                 available=bool(info.get("available", True)),
                 unavailable_reason=info.get("unavailable_reason"),
-                wall_s=float(info.get("wall_time_s", 0.0)), origin=f"the report {path.name}")
+                wall_s=float(info.get("wall_time_s", 0.0)), origin=f"the report {path.name}",
+                level=str(info.get("level", "full")))
             for row in rows:
                 if row["engine"] == results.name:
+                    # At the level the run held the engine to, as its summary counts them.
+                    verdict = (row.get("verdicts") or {}).get(results.level, row["verdict"])
                     results.verdicts[str(row["case_id"])] = Verdict(
-                        str(row["verdict"]), str(row.get("message") or ""), row.get("reason"),
+                        str(verdict), str(row.get("message") or ""), row.get("reason"),
                         row.get("step"))
             out.append(results)
         return out
@@ -162,6 +169,7 @@ def engine_facts(results: EngineResults) -> dict[str, Any]:
         "device": results.device,
         "messages held to PyTorch": results.torch_version or "not stated",
         "messages compared": results.message_strictness or "not stated",
+        "verdicts read at level": results.level,
         "results from": results.origin,
     }
     if not results.available:

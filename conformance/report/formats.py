@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.run.executor import LEVELS
-from conformance.verdict.causes import by_cause, expectations_text
+from conformance.verdict.causes import PLACEHOLDER, by_cause, expectations_text, unfilled
 from conformance.verdict.expectations import Expectations
 from conformance.verdict.suite import SuiteReport, suite_info
 
@@ -151,6 +151,12 @@ def summary_table(report: SuiteReport) -> str:
         for entry in run.unused_expectations:
             lines.append(f"  stale expectation in {run.expectations_source}:{entry.line}: "
                          f"{entry.prefix} matches no case")
+        placeholders = unfilled(run.results, run.level)
+        if placeholders:
+            lines.append(f"  {len(placeholders)} xfail case(s) still have the reason "
+                         f"--write-expectations wrote ('{PLACEHOLDER} ...') in "
+                         f"{run.expectations_source}: replace each with what the engine does "
+                         "instead, so a known failure says why it is known")
     lines.append(f"{len(report.cases)} cases, wall time {report.wall_s:.2f} s")
     return terminal_text("\n".join(lines))
 
@@ -190,6 +196,7 @@ def to_json(report: SuiteReport) -> dict[str, Any]:
                 "causes": [{"level": c.level, "cause": c.text, "count": c.count,
                             "cases": c.case_ids}
                            for c in by_cause(_at_level(run))],
+                "unfilled_expectations": [r.case_id for r in unfilled(run.results, run.level)],
                 "stale_expectations": [
                     {"prefix": e.prefix, "reason": e.reason, "line": e.line}
                     for e in run.unused_expectations

@@ -109,7 +109,10 @@ class CaseResult:
         return self.verdict_at(self.level) not in ("failed", "error")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdicts": {level: self.verdict_at(level) for level in LEVELS}}
+        """The result as a report row: `verdict` at the run's level (what its summary counts),
+        `verdicts` at every level."""
+        return {**asdict(self), "verdict": self.verdict_at(self.level),
+                "verdicts": {level: self.verdict_at(level) for level in LEVELS}}
 
 
 class CaseTimeout(BaseException):

@@ -144,13 +144,17 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         lines += [f"#     {_comment_line(line)}".rstrip() for line in step.run.rstrip().split("\n")]
         run = f"_step({_literal(step.run)}, {_literal(where)})"
         if step.raises is not None:
+            message = step.raises.message_for(engine.torch_version)
+            expected = step.raises.type + (f": {message}" if message else "")
             lines += [
+                f"# expects {_comment(expected)}",
                 "try:",
                 f"    {run}",
                 "except Exception as error:",
                 f'    print("step {index} raised", type(error).__name__, "-", error)',
+                f'    print("  expected:", {_literal(expected)})',
                 "else:",
-                f'    print("step {index} raised nothing; expected", {_literal(step.raises.type)})',
+                f'    print("step {index} raised nothing; expected", {_literal(expected)})',
             ]
         else:
             lines.append(run)

@@ -39,6 +39,17 @@ _PATTERNS = (
 )
 
 
+PLACEHOLDER = "FILL IN"
+"""How a reason `--write-expectations` wrote begins until a person replaces it: the runs
+that read such a reason say how many are left."""
+
+
+def unfilled(results: Any, level: str) -> list[Any]:
+    """The results known to fail (xfail at `level`) whose reason is still a placeholder."""
+    return [r for r in results
+            if r.verdict_at(level) == "xfail" and (r.reason or "").startswith(PLACEHOLDER)]
+
+
 def normalise(message: str) -> str:
     """The cause of a failure message: its first line without what varies between cases."""
     text = (message.splitlines() or [""])[0]
@@ -197,7 +208,7 @@ def expectations_text(engine: str, results: Sequence[Any], known: Any = None,
         lines += [f"  {_scalar(prefix)}: {_scalar(reason)}" for prefix, reason in kept.items()]
     for number, cause in enumerate(by_cause(failing, cases or {}), 1):
         where = f"; in {', '.join(cause.involves)}" if cause.involves else ""
-        reason = f"FILL IN ({cause.level}{where}): {cause.text}"
+        reason = f"{PLACEHOLDER} ({cause.level}{where}): {cause.text}"
         lines += ["", f"  # -- cause {number}: {cause.level}, {cause.count} case(s): "
                       f"{_one_line(cause.text)}"]
         if cause.involves:

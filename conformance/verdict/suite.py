@@ -116,7 +116,11 @@ def run_suite(cases: Sequence[Case], engines: Sequence[Engine | EngineHandle], *
             except Aborted:
                 break
             if case.id in handle.repros:
-                run.repros[case.id] = handle.repros.pop(case.id)
+                script = handle.repros.pop(case.id)
+                # A case whose only failed checks are surface ones passes a semantics run: it
+                # gets no repro script there.
+                if result.verdict_at(run.level) != "passed":
+                    run.repros[case.id] = script
             with lock:
                 run.results.append(result)
                 if on_result is not None:
