@@ -65,7 +65,20 @@ def normalise(message: str) -> str:
     text = f"{head}{sep}{rest}"
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
+    missing = _MISSING.search(text)
+    if missing:
+        # A missing name is one cause wherever it shows (raised by a step, by an observation,
+        # or where a refusal was expected): the name alone says what to add.
+        return f"AttributeError: '…' object has no attribute '{missing.group(1)}'"
     return text.strip()
+
+
+_MISSING = re.compile(r"has no attribute '([^'…]+)'")
+
+
+def is_missing_name(cause_text: str) -> bool:
+    """Whether a normalised cause is a missing attribute (not split by what cases do)."""
+    return cause_text.startswith("AttributeError: '…' object has no attribute ")
 
 
 # Set-up and reductions nearly every case uses: they tell no divergence from another.
@@ -111,8 +124,10 @@ def by_cause(results: Iterable[Any], cases: Mapping[str, Any] | None = None) -> 
             level, text = "error", result.message
         else:
             level, text = head.level, head.message
-        involves = involved(result, head, cases) if cases is not None else ()
-        key = (level, normalise(text), involves)
+        cause = normalise(text)
+        involves = involved(result, head, cases) \
+            if cases is not None and not is_missing_name(cause) else ()
+        key = (level, cause, involves)
         causes.setdefault(key, Cause(level, key[1], involves=involves)).case_ids.append(
             result.case_id)
     order = {"error": 0, "semantics": 1, "surface": 2}
