@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conformance.engines import load_engine
 from conformance.engines.generic import TorchLikeEngine
+from conformance.run.executor import run_case
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -72,3 +73,55 @@ def test_the_oracle_version_of_a_torch_like_engine_is_not_its_own_version():
     engine = TorchLikeEngine("other", "mygrad")
     assert engine.version.startswith("2.5") and engine.torch_version == "2.13.0"
     assert load_engine("torch").torch_version == "2.13.0"
+
+
+MINIMAL_TORCH_LIKE = '''
+import numpy as np
+
+__version__ = "0.1"
+float32 = np.float32
+
+
+def get_default_dtype():
+    return np.float32
+
+
+class Tensor:
+    def __init__(self, values, requires_grad=False):
+        self.values = np.asarray(values, dtype=np.float32)
+        self.requires_grad = requires_grad
+        self.grad = None
+        self.grad_fn = None
+        self.is_leaf = True
+
+    def detach(self):
+        return Tensor(self.values)
+
+    def numpy(self):
+        return self.values
+
+
+def tensor(values, dtype=None, requires_grad=False, device=None):
+    return Tensor(values, requires_grad)
+'''
+
+
+def test_a_torch_like_module_without_modes_or_nn_runs_its_cases(tmp_path, monkeypatch):
+    # A module with only tensor(...): between cases the adapter puts back only the state the
+    # module has (no set_grad_enabled, no autograd), and a case that uses nn or F fails at
+    # that step, instead of every case crashing the runner before it starts.
+    (tmp_path / "minimal_torch_like.py").write_text(MINIMAL_TORCH_LIKE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    engine = TorchLikeEngine("minimal", "minimal_torch_like")
+    engine.reset()
+    assert engine.state_leak() is None
+    leaf = ({"id": "leaf.minimal", "rule": "a leaf", "features": ["autograd_state"],
+                  "steps": [{"run": "x = torch.tensor([1.0], requires_grad=True)",
+                             "expect": {"x.is_leaf": True, "x.grad": None}}]})
+    uses_f = ({"id": "leaf.uses-f", "rule": "uses F", "features": ["autograd_state"],
+                    "steps": [{"run": "y = F.relu(torch.tensor([1.0]))",
+                               "expect": {"y": [1.0]}}]})
+    assert run_case(leaf, engine).verdict == "passed"
+    result = run_case(uses_f, engine)
+    assert result.verdict == "failed", result.message
+    assert "has no attribute 'nn'" in result.message
