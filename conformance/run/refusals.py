@@ -31,6 +31,7 @@ import ast
 import builtins
 import dis
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -262,6 +263,10 @@ def _lacks_name(raised: Raised, expected_type: str, files: frozenset[str],
         stores = (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
                   if node is not None else stage(raised.statement) == "attribute")
         if not (stores and expected_type == "AttributeError"):
+            owner = _adapter_class(exc, files)
+            if owner is not None:
+                return (f"an attribute the adapter's {owner} does not provide (the adapter does "
+                        "not map it, or the engine lacks it)")
             return "an attribute the engine's objects do not have"
     if isinstance(exc, TypeError) and _at_the_call(exc, raised.code, files):
         text = _first_line(exc)
@@ -273,6 +278,20 @@ def _lacks_name(raised: Raised, expected_type: str, files: frozenset[str],
         if _PROTOCOL.search(text) and any(name not in _PLAIN_TYPES
                                           for name in _QUOTED.findall(text)):
             return "an operation the engine's objects do not support"
+    return None
+
+
+def _adapter_class(exc: AttributeError, files: frozenset[str]) -> str | None:
+    """The name of the class an AttributeError's object belongs to, when the adapter defines
+    that class (its facade, its tensor wrapper): the gap may be the adapter's, not the
+    engine's."""
+    owner = getattr(exc, "obj", None)
+    if owner is None:
+        return None
+    cls = owner if isinstance(owner, type) else type(owner)
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    if getattr(module, "__file__", None) in files:
+        return repr(cls.__name__)
     return None
 
 

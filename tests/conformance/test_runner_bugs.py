@@ -125,3 +125,26 @@ def test_a_torch_like_module_without_modes_or_nn_runs_its_cases(tmp_path, monkey
     result = run_case(uses_f, engine)
     assert result.verdict == "failed", result.message
     assert "has no attribute 'nn'" in result.message
+
+
+def test_a_name_the_adapters_own_namespace_lacks_is_said_to_be_the_adapters():
+    # A newcomer left `autograd` out of the adapter's Torch class: the failure named the
+    # engine's objects, although the engine may well have the name.
+    from conformance.engines.generic import TorchLikeEngine as Base
+
+    class Torch:
+        def __init__(self, module):
+            self.tensor = module.tensor
+
+    class PartialFacade(Base):
+        def namespace(self, rng):
+            return {"torch": Torch(self.torch), "nn": None, "F": None}
+
+    engine = PartialFacade("partial", "refimpl")
+    result = run_case({"id": "autograd_grad.partial", "rule": "r",
+                       "features": ["autograd_state"],
+                       "steps": [{"run": "x = torch.tensor([1.0, 2.0], requires_grad=True)"},
+                                 {"run": "torch.autograd.grad(x * 2, x)",
+                                  "raises": {"type": "RuntimeError"}}]}, engine)
+    assert result.verdict == "failed"
+    assert "the adapter's 'Torch' does not provide" in result.message, result.message
