@@ -734,6 +734,38 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return _constant(input, data.argmin(axis=d, keepdims=keepdim))
 
 
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """``out[i][j] = input[index[i][j]][j]`` along ``dim`` (``GatherBackward0``): ``index`` has
+    ``input``'s number of dimensions and is no larger than it apart from ``dim``; the gradient
+    is scattered (added) back into ``input``'s shape."""
+    if sparse_grad:
+        raise NotImplementedError("refimpl has no sparse tensors: gather(sparse_grad=True) "
+                                  "is not implemented")
+    d = _wrap_dim(dim, input.dim())
+    if index.dtype not in (_dtype.int64, _dtype.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    idx = index._data
+    # PyTorch checks nothing more for an empty index: the result is empty, of its shape.
+    if idx.size:
+        if idx.ndim != (input.dim() or 1) and not (idx.ndim == 0 and input.dim() == 0):
+            raise RuntimeError(
+                "Index tensor must have the same number of dimensions as input tensor")
+        shape = input._data.shape or (1,)
+        for k in range(idx.ndim):
+            if k != d and idx.shape[k] > shape[k]:
+                raise RuntimeError(
+                    f"Size does not match at dimension {k} expected index "
+                    f"{list(idx.shape)} to be no larger than self {list(shape)} apart from "
+                    f"dimension {d}")
+        bad = (idx < 0) | (idx >= shape[d])
+        if bad.any():
+            raise RuntimeError(f"index {int(idx[bad].reshape(-1)[0])} is out of bounds for "
+                               f"dimension {d} with size {shape[d]}")
+    if index.dtype is not _dtype.int64:
+        index = index.long()
+    return apply(D.GATHER, (input,), {"dim": d, "index": index})
+
+
 def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
          invert: bool = False) -> Tensor:
     """Whether each element occurs in ``test_elements`` (a bool tensor, never differentiable);
@@ -1475,6 +1507,7 @@ def _bind() -> None:
         "trunc": trunc, "nan_to_num": nan_to_num, "amax": amax, "amin": amin, "prod": prod,
         "sort": sort, "norm": norm, "median": median, "nanmedian": nanmedian,
         "trace": trace, "atan2": atan2, "argmin": argmin, "masked_fill": masked_fill,
+        "gather": gather,
         "masked_fill_": inplace.masked_fill_, "narrow": narrow, "split": split,
         "unsafe_split": unsafe_split, "chunk": chunk,
         "split_with_sizes": lambda self, split_sizes, dim=0: split(self, list(split_sizes), dim),

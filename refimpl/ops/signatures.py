@@ -232,6 +232,7 @@ nanmedian = function(F.nanmedian, "nanmedian", "input")
 trace = function(F.trace, "trace", "input")
 atan2 = function(F.atan2, "atan2", *_BINARY)
 masked_fill = function(F.masked_fill, "masked_fill", "input", "mask")
+gather = function(F.gather, "gather", "input")
 argmin = function(F.argmin, "argmin", "input")
 isin = F.isin
 var_mean = function(F.var_mean, "var_mean", "input")
