@@ -415,7 +415,13 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
     array keeps its dtype.
     """
     keep = isinstance(data, numpy.ndarray | numpy.generic)
-    arr = numpy.asarray(data)
+    try:
+        arr = numpy.asarray(data)
+    except ValueError:
+        # Nested lists of unequal lengths: PyTorch's message, found as it reads them.
+        arr = _ragged(data)
+    if not keep and arr.dtype.kind in "uO":
+        arr = _past_int64(arr, dtype)
     if dtype is not None:
         if not keep and dtype.kind == "i" and arr.size and arr.dtype.kind in "if" and (
                 _dtype.overflows(dtype, arr.min().item())
@@ -438,6 +444,70 @@ def host_array_from_data(data: Any, dtype: _dtype.dtype | None) -> numpy.ndarray
         return arr.astype(numpy.float32)
     raise TypeError(f"Could not infer dtype of {type(data).__name__}; pass numbers, bools or "
                     "nested lists of them")
+
+
+def _ragged(data: Any) -> numpy.ndarray:
+    """Refuse nested sequences NumPy found ragged, as PyTorch does: the shape is read from the
+    first element at each depth, and the first sequence (depth first) of another length, or
+    number where a sequence belongs, or sequence where a number belongs, is named. A shape
+    with a zero in it is read no further (PyTorch gives an empty tensor of that shape)."""
+    sequence = (list, tuple)
+    shape: list[int] = []
+    first = data
+    while isinstance(first, sequence):
+        shape.append(len(first))
+        if not first:
+            break
+        first = first[0]
+    if 0 in shape:
+        return numpy.empty(shape, dtype=numpy.float64)
+    leaves: list[Any] = []
+
+    def collect(x: Any) -> None:
+        if isinstance(x, sequence):
+            for item in x:
+                collect(item)
+        else:
+            leaves.append(x)
+
+    collect(data)
+    integral = all(isinstance(v, bool | int) for v in leaves if not isinstance(v, sequence))
+
+    def walk(x: Any, dim: int) -> None:
+        if dim < len(shape):
+            if not isinstance(x, sequence):
+                raise TypeError("not a sequence")
+            if len(x) != shape[dim]:
+                raise ValueError(f"expected sequence of length {shape[dim]} at dim {dim} "
+                                 f"(got {len(x)})")
+            for item in x:
+                walk(item, dim + 1)
+        elif isinstance(x, sequence):
+            kind = type(x).__name__
+            raise TypeError(f"'{kind}' object cannot be interpreted as an integer" if integral
+                            else f"must be real number, not {kind}")
+
+    walk(data, 0)
+    return numpy.asarray(data)
+
+
+def _past_int64(arr: numpy.ndarray, dtype: _dtype.dtype | None) -> numpy.ndarray:
+    """Python ints NumPy could not hold in int64 (it made uint64 or object arrays of them):
+    PyTorch reads each number as it converts it, so an int past int64's range is an overflow
+    unless the tensor is of a floating or complex type (named, or inferred from a float among
+    the numbers), which takes it as a float."""
+    numbers = arr.reshape(-1).tolist()
+    if not all(isinstance(v, int | float | complex) for v in numbers):
+        return arr  # ragged lists or other objects: the caller refuses them
+    to_float = (dtype is not None and dtype.kind in "fc") or \
+        (dtype is None and any(isinstance(v, float | complex) for v in numbers))
+    if not to_float:
+        if any(isinstance(v, int) and not -2**63 <= v < 2**63 for v in numbers):
+            raise ValueError("Overflow when unpacking long long")
+        return arr.astype(numpy.int64) if arr.dtype.kind == "u" else \
+            numpy.asarray(numbers, dtype=numpy.int64).reshape(arr.shape)
+    kind = complex if any(isinstance(v, complex) for v in numbers) else float
+    return numpy.asarray([kind(v) for v in numbers]).reshape(arr.shape)
 
 
 @quiet
