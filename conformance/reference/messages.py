@@ -46,9 +46,13 @@ class MessageGroup:
     """The text shown: the inventory template (`…` for run-time values) or the exact text."""
     entry: InventoryMessage | None = None
     texts: list[ExpectedText] = field(default_factory=list)
+    distinct: str | None = None
+    """A title that tells this message from others that begin the same (`_distinct_titles`)."""
 
     @property
     def title(self) -> str:
+        if self.distinct is not None:
+            return self.distinct
         one_line = " ".join(self.text.split())
         if len(one_line) <= TITLE_LENGTH:
             return one_line
@@ -95,6 +99,8 @@ def build_index(cases: Sequence[Case], inventory: Inventory | None) -> MessageIn
         if not _WORD.search(text.message):
             continue  # a value carried by an exception (StopIteration's), not a message
         entry = entry_of.get(id(text))
+        if entry is None and _chosen_by_the_case(text):
+            continue  # the case's own words (disable_saved_tensors_hooks("...")), not PyTorch's
         if entry is not None:
             key = f"message-{entry.id}"
             group = groups.setdefault(key, MessageGroup(key, entry.kind, entry.type,
@@ -106,7 +112,44 @@ def build_index(cases: Sequence[Case], inventory: Inventory | None) -> MessageIn
         group.texts.append(text)
     ordered = sorted(groups.values(),
                      key=lambda g: (g.kind != "error", _LEADING.sub("", g.text.lower())))
+    _distinct_titles(ordered)
     return MessageIndex(ordered, inventory, covered)
+
+
+def _distinct_titles(groups: Sequence[MessageGroup]) -> None:
+    """Messages whose cut titles are the same (the three version-counter errors) get titles
+    that show where each differs: its start, then the words around the first difference."""
+    by_title: dict[str, list[MessageGroup]] = defaultdict(list)
+    for group in groups:
+        by_title[group.title].append(group)
+    for same in by_title.values():
+        if len(same) < 2:
+            continue
+        for group in same:
+            text = " ".join(group.text.split())
+            # Where it parts from each of the others: the words there, in order.
+            points = sorted({_common_prefix(text, " ".join(o.text.split()))
+                             for o in same if o is not group})
+            parts = [text[:48].rsplit(" ", 1)[0]]
+            for differs in points:
+                start = text.rfind(" ", 0, max(differs - 12, 0)) + 1
+                part = text[start:start + 40]
+                parts.append(part.rsplit(" ", 1)[0] if start + 40 < len(text) else part)
+            group.distinct = " … ".join(parts) + " …"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _chosen_by_the_case(text: ExpectedText) -> bool:
+    """Whether the message is a string the case's own code spells out (a message a program
+    hands to PyTorch to raise, or raises itself), not one of PyTorch's."""
+    literals = (repr(text.message), '"' + text.message.replace('"', '\\"') + '"')
+    return any(literal in step.run for step in text.case.steps for literal in literals)
 
 
 def _anchor(kind: str, message: str) -> str:
@@ -123,8 +166,10 @@ def messages_page(index: MessageIndex, oracle: str, short_oracle: str) -> str:
         rst.heading("Error and warning messages", "="),
         "Paste the message on your screen into the search box, or find it below. Each "
         f"message is shown with {oracle}'s exact text (``…`` stands for a value that changes: "
-        "a number, a name, a shape), the older wordings still met, **why it happens** (each "
-        "cause is a case: a short program that shows it) and **what to do**.",
+        "a number, a name, a shape), "
+        + ("the older wordings still met, " if any(g.older for g in index.groups) else "")
+        + "**why it happens** (each cause is a case: a short program that shows it) and "
+        "**what to do**.",
         "",
         f"{len(errors)} errors and {len(warnings)} warnings, expected by {len(cases)} cases.",
         "",

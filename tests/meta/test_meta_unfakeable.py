@@ -39,7 +39,7 @@ def skeleton(tmp_path_factory: pytest.TempPathFactory) -> Engine:
                     str(out)], check=True, capture_output=True)
     adapter = out / "skel_adapter.py"
     text = adapter.read_text()
-    declared = "features: frozenset[str] = frozenset()"
+    declared = 'features: frozenset[str] = frozenset({"autograd_state"})'
     assert declared in text, "the skeleton no longer declares its features this way"
     adapter.write_text(text.replace(declared, f"features = frozenset({sorted(FEATURES)!r})"))
     sys.path.insert(0, str(out))
