@@ -33,8 +33,18 @@
       .trim();
   }
 
+  // An API name counts as itself and as its parts: "is_leaf" holds "leaf", so a question
+  // in a user's words ("when is a tensor a leaf") finds the rule written with the name.
   function words(text) {
-    return norm(text).match(/[a-z_][a-z0-9_]*|[0-9]+/g) || [];
+    var found = norm(text).match(/[a-z_][a-z0-9_]*|[0-9]+/g) || [];
+    var out = [];
+    for (var i = 0; i < found.length; i++) {
+      out.push(found[i]);
+      if (found[i].indexOf("_") !== -1) {
+        found[i].split("_").forEach(function (part) { if (part.length > 1) out.push(part); });
+      }
+    }
+    return out;
   }
 
   // Words of a question that say nothing about autograd ("why is my grad none" is about

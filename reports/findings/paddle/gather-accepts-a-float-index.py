@@ -1,8 +1,8 @@
 """take_along_axis (and the PyTorch-style Tensor.gather built on it) accepts a float index.
 
 The index is documented as int32 or int64; a float32 index is used as it is, so the result holds
-values the tensor does not contain (read from memory the tensor does not own), different from run
-to run. x.gather(0, paddle.to_tensor([[2.0, 0.0, 1.0, 1.0]])) on a [3, 4] tensor should be
+values the tensor does not contain, different from run to run (as if the float's bits were read as
+positions, outside the tensor). x.gather(0, paddle.to_tensor([[2.0, 0.0, 1.0, 1.0]])) on a [3, 4] tensor should be
 refused; PyTorch raises RuntimeError.
 
 Standalone: plain Paddle, and PyTorch for the expected side when it is installed; no import of
