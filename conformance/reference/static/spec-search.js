@@ -19,6 +19,7 @@
   // An entry of the messages index gathers every cause and fix of its message: when a case
   // and the index match alike, the index is the better landing place.
   var MESSAGE_BONUS = 1.3;
+  var PASTED_WORDS = 6;
   var MAX_RESULTS = 20;
   var SNIPPET = 220;
 
@@ -105,12 +106,14 @@
     return 0;
   }
 
-  // [score, best field, whether some field holds the phrase or at least half the words].
+  // [score, best field, whether some field holds the phrase or at least half the words,
+  // whether some field holds the phrase].
   function score(entry, q, qwords) {
     var total = 0;
     var best = null;
     var bestScore = -1;
     var enough = false;
+    var phrase = false;
     for (var f = 0; f < FIELDS.length; f++) {
       var key = FIELDS[f][0];
       var weight = FIELDS[f][1];
@@ -121,6 +124,7 @@
       if (q.length >= 3 && normal.indexOf(q) !== -1) {
         here += weight * PHRASE;
         enough = true;
+        phrase = true;
       }
       if (qwords.length) {
         var have = entry["_w" + key] || (entry["_w" + key] = new Set(words(text)));
@@ -142,7 +146,7 @@
         best = key;
       }
     }
-    return [total, best, enough];
+    return [total, best, enough, phrase];
   }
 
   // Whether some entry holds the word, or a longer form of it (as wordHit counts them).
@@ -171,7 +175,11 @@
     var partial = [];
     for (var i = 0; i < index.length; i++) {
       var pair = score(index[i], q, qwords);
-      var value = index[i].k === "message" ? pair[0] * MESSAGE_BONUS : pair[0];
+      // The bonus is for a pasted message (held as a phrase, or long: a message with the
+      // user's own numbers in it): a short question in a user's words ("when is a tensor a
+      // leaf") is better answered by a rule than by every message that holds its words.
+      var pasted = pair[3] || qwords.length >= PASTED_WORDS;
+      var value = index[i].k === "message" && pasted ? pair[0] * MESSAGE_BONUS : pair[0];
       var result = { entry: index[i], score: value, field: pair[1] };
       if (pair[2]) found.push(result);
       else if (value > 0) partial.push(result);
