@@ -461,17 +461,13 @@ def _ragged(data: Any) -> numpy.ndarray:
         first = first[0]
     if 0 in shape:
         return numpy.empty(shape, dtype=numpy.float64)
-    leaves: list[Any] = []
 
-    def collect(x: Any) -> None:
+    def numbers(x: Any) -> Iterator[Any]:
         if isinstance(x, sequence):
             for item in x:
-                collect(item)
+                yield from numbers(item)
         else:
-            leaves.append(x)
-
-    collect(data)
-    integral = all(isinstance(v, bool | int) for v in leaves if not isinstance(v, sequence))
+            yield x
 
     def walk(x: Any, dim: int) -> None:
         if dim < len(shape):
@@ -483,7 +479,9 @@ def _ragged(data: Any) -> numpy.ndarray:
             for item in x:
                 walk(item, dim + 1)
         elif isinstance(x, sequence):
+            # PyTorch's dtype, inferred from all the numbers, decides how it reads this one.
             kind = type(x).__name__
+            integral = all(isinstance(v, bool | int) for v in numbers(data))
             raise TypeError(f"'{kind}' object cannot be interpreted as an integer" if integral
                             else f"must be real number, not {kind}")
 

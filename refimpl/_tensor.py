@@ -833,10 +833,11 @@ def _is_retain(hook: Any) -> bool:
     return type(hook.hook if type(hook) is OutputHook else hook) is _RetainGrad
 
 
-def move_retain_grad(t: Tensor, old_fn: Any, new_fn: Any) -> None:
-    """When an in-place op gives ``t`` a new grad_fn, PyTorch moves ``retain_grad()``'s hook
-    there, so ``.grad`` gets the gradient of the written value (other hooks stay behind, and
-    hooks registered from now on go into a new ``_backward_hooks`` dict, on the new node)."""
+def update_hooks_on_new_grad_fn(t: Tensor, old_fn: Any, new_fn: Any) -> None:
+    """What PyTorch does to a tensor's hooks when an in-place op (or a view's regeneration)
+    gives it a new grad_fn: hooks registered from now on go into a new ``_backward_hooks``
+    dict, on the new node (the old ones stay behind), and ``retain_grad()``'s hook moves there,
+    so ``.grad`` gets the gradient of the written value."""
     if old_fn is not new_fn:
         t._hooks = None
     if not t._retains_grad or old_fn is None or old_fn is new_fn or not old_fn._pre_hooks:

@@ -69,16 +69,17 @@ def normalise(message: str) -> str:
     if missing:
         # A missing name is one cause wherever it shows (raised by a step, by an observation,
         # or where a refusal was expected): the name alone says what to add.
-        return f"AttributeError: '…' object has no attribute '{missing.group(1)}'"
+        return f"{_MISSING_CAUSE}'{missing.group(1)}'"
     return text.strip()
 
 
 _MISSING = re.compile(r"has no attribute '([^'…]+)'")
+_MISSING_CAUSE = "AttributeError: '…' object has no attribute "
 
 
 def is_missing_name(cause_text: str) -> bool:
     """Whether a normalised cause is a missing attribute (not split by what cases do)."""
-    return cause_text.startswith("AttributeError: '…' object has no attribute ")
+    return cause_text.startswith(_MISSING_CAUSE)
 
 
 # Set-up and reductions nearly every case uses: they tell no divergence from another.

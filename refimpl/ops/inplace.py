@@ -23,7 +23,7 @@ from refimpl._tensor import (
     Tensor,
     _copy,
     check_no_internal_overlap,
-    move_retain_grad,
+    update_hooks_on_new_grad_fn,
     view_write_refusal,
     wrap,
 )
@@ -257,7 +257,7 @@ def inplace(row: Any, self: Tensor, others: list[Tensor], arrays: list[Any],
         old_fn = self._grad_node
         _new_node(row, old_self, others, params, self, before)
         self._output_nr = 0  # the only output of its new node
-        move_retain_grad(self, old_fn, self._grad_node)
+        update_hooks_on_new_grad_fn(self, old_fn, self._grad_node)
         _regenerate_views(self)
         return self
     # Through a view: the op's own node computes the region's gradient inside CopySlices.
@@ -275,7 +275,7 @@ def rebase_history(view: Tensor, fn: Node) -> None:
     copy_slices.fn = fn
     copy_slices._steps = _replay_chain(view._view_fn)
     init_node(copy_slices, (edge(base), *fn.next_functions[1:]), base._data)
-    move_retain_grad(base, base._grad_node, copy_slices)
+    update_hooks_on_new_grad_fn(base, base._grad_node, copy_slices)
     base._grad_node = copy_slices
     base._requires_grad = True
     _regenerate_views(base, view)
@@ -303,7 +303,7 @@ def regenerate_view(base: Tensor, view: Tensor) -> None:
     node._steps = _replay_chain(view._view_fn)
     node._base_shape = base._data.shape
     init_node(node, (edge(base),), view._data)
-    move_retain_grad(view, view._grad_node, node)
+    update_hooks_on_new_grad_fn(view, view._grad_node, node)
     view._grad_node = node
     view._requires_grad = True
     view._attr_version = view._vc[0]
