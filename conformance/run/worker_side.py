@@ -20,11 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from conformance.casefile.case import Case
 from conformance.engines import load_engine
-from conformance.run import wire
+from conformance.run import tamper, wire
 from conformance.run.executor import CaseResult, run_case
 from conformance.run.repro import repro_script
 
@@ -45,7 +43,6 @@ class _Worker:
 
 
 _WORKER = _Worker()
-_MISSING = object()
 
 
 def initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...],
@@ -72,7 +69,7 @@ def initialize(spec: str, memory_bytes: int | None, settable: tuple[str, ...],
     except BaseException as exc:  # noqa: BLE001 - reported by the first task, in one line
         _WORKER.engine = exc
         return
-    _WORKER.watched = _owned_attributes(_WORKER.engine, settable)
+    _WORKER.watched = tamper.owned_attributes(_WORKER.engine, settable)
 
 
 def _leave_with_the_runner() -> None:
@@ -105,49 +102,6 @@ def address_space_cap(requested: int) -> int:
     return min(requested, hard)
 
 
-
-
-def _owned_attributes(engine: Any, names: tuple[str, ...]) -> list[tuple[Any, str, int]]:
-    """The engine's modules and classes reachable from its namespace, with the identity of
-    every settable-named attribute they hold: a case may assign `x.grad`, but must not reach
-    `type(x).grad` or `torch.Tensor.grad` through an alias and change them for later cases."""
-    if not wire.quietly(lambda: bool(getattr(engine, "available", False)), False):
-        return []
-    namespace = wire.quietly(lambda: dict(engine.namespace(np.random.default_rng(0))), {})
-    owners: dict[int, Any] = {}
-    for root in wire.quietly(lambda: list(namespace.values()), []):
-        for obj in (root, *_members(root)):
-            for owner in wire.quietly(lambda obj=obj: _owners_of(obj), ()):
-                owners.setdefault(id(owner), owner)
-    return [(owner, name, id(_own(owner, name))) for owner in owners.values() for name in names]
-
-
-def _owners_of(obj: Any) -> tuple[Any, ...]:
-    if isinstance(obj, type):
-        return tuple(obj.__mro__[:-1])
-    if hasattr(obj, "__dict__") and not callable(obj):
-        return (obj,)
-    return ()
-
-
-def _members(root: Any) -> list[Any]:
-    target = wire.quietly(lambda: getattr(root, "_module", root), root)  # a facade over a module
-    return wire.quietly(lambda: list(vars(target).values()), [])
-
-
-def _own(owner: Any, name: str) -> Any:
-    return wire.quietly(lambda: vars(owner).get(name, _MISSING), _MISSING)
-
-
-def _tampered() -> str | None:
-    for owner, name, identity in _WORKER.watched:
-        if id(_own(owner, name)) != identity:
-            shown = wire.quietly(lambda owner=owner: wire.text(getattr(owner, "__name__", None)
-                                                       or type(owner).__name__), "?")
-            return f"{shown}.{name}"
-    return None
-
-
 def _state_leak(engine: Any) -> str | None:
     """What the engine says a case left behind (`Engine.state_leak`), or None when clean. A
     check that raises, or answers anything but None or text, counts as a leak."""
@@ -161,14 +115,6 @@ def _state_leak(engine: Any) -> str | None:
     if isinstance(leak, str):
         return wire.text(leak) or "state_leak() gave no description"
     return f"its state_leak() answered a {wire.type_name(leak)}"
-
-
-
-
-
-
-
-
 
 
 def describe(features: tuple[str, ...]) -> bytes:
@@ -211,7 +157,7 @@ def _run_case(case: Case, seed: int | None, timeout: float, stack_file: str | No
     with _stack_on_hang(stack_file, timeout + GRACE_S / 2):
         result = run_case(case, engine, seed, timeout=timeout)
     replace = None
-    tampered = _tampered()
+    tampered = tamper.tampered(_WORKER.watched)
     if tampered is not None:
         result.verdict = "error"
         result.message = (f"the case changed the engine itself ({tampered} was rebound), "
@@ -263,10 +209,6 @@ class _stack_on_hang:  # noqa: N801 - used as a `with` block, like contextlib's
             faulthandler.disable()
         self.stream.close()
         self.stream = None
-
-
-
-
 
 
 def call(function: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
