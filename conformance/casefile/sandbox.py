@@ -110,9 +110,29 @@ def eval_np(source: str, arrays: Mapping[str, Any]) -> Any:
     return eval(code, {"__builtins__": dict(_INTERPRETER), "np": SAFE_NP}, dict(arrays))
 
 
-def case_builtins(names: Iterable[str]) -> Mapping[str, Any]:
-    """The builtins a case runs with: the `globals` of api.yaml that are builtins, and what a
-    class statement needs."""
+def case_builtins(names: Iterable[str], machinery: Iterable[str] = ()) -> Mapping[str, Any]:
+    """The builtins a case runs with: the `globals` of api.yaml that are builtins, what a class
+    statement needs, and the guarded builtins an engine's machinery looks up (`machinery`, each
+    a key of MACHINERY_BUILTINS)."""
     table = {name: getattr(builtins, name) for name in sorted(frozenset(names))
              if hasattr(builtins, name)}
-    return MappingProxyType({**table, **_INTERPRETER})
+    extra = {}
+    for name in machinery:
+        if name not in MACHINERY_BUILTINS:
+            raise ValueError(f"the engine asks for the builtin {name!r} for its machinery; only "
+                             f"{', '.join(sorted(MACHINERY_BUILTINS))} can be given, guarded")
+        extra[name] = MACHINERY_BUILTINS[name]
+    return MappingProxyType({**table, **extra, **_INTERPRETER})
+
+
+def _guarded_getattr(obj: Any, name: str, *default: Any) -> Any:
+    """`getattr` that reaches no name starting with '_' (no `__class__`, `__globals__`...)."""
+    if not isinstance(name, str) or name.startswith("_"):
+        raise AttributeError(f"{name!r}: the case sandbox's getattr reads no private name")
+    return getattr(obj, name, *default)
+
+
+MACHINERY_BUILTINS: Mapping[str, Any] = MappingProxyType({"getattr": _guarded_getattr})
+"""The builtins an engine's machinery may have in snippet globals. Each name is one lint refuses
+in case text (`vocabulary.FORBIDDEN_GLOBALS`), and each function is guarded, so that a snippet
+that reached one anyway (through a hole in lint) would still reach nothing private."""

@@ -62,11 +62,12 @@ class Engine(ABC):
     as a missing name or a crash (an engine whose checks raise SystemError, say). Any other
     exception is a refusal unless it means a missing name, a crash, or the adapter's own
     `raise` (`conformance.run.refusals`)."""
-    python_builtins: bool = False
-    """Run snippets with all of Python's builtins rather than the few `api.yaml` allows. For an
-    engine whose own machinery evaluates code in the snippets' globals (Dynamo evaluates its
-    guards there: `getattr`, `len`, ...). Case text is still held to `api.yaml`'s names: the
-    loader refuses a case that names anything else before anything runs."""
+    machinery_builtins: tuple[str, ...] = ()
+    """Builtins the engine's own machinery looks up in the globals of snippet code, beyond the
+    few `api.yaml` allows (Dynamo evaluates its guards there and reads `getattr`). Each is one
+    of `conformance.casefile.sandbox.MACHINERY_BUILTINS`: a name case text cannot spell (lint
+    refuses it), bound to a guarded version that reaches no name starting with '_'. No engine
+    gets Python's builtins as they are."""
 
     @property
     def available(self) -> bool:
@@ -139,7 +140,7 @@ class Engine(ABC):
         adapter's own hooks: node names, next_functions, dtype names, to_numpy) in a
         standalone repro script."""
         return (
-            "from conformance.run.compare import helpers\n"
+            "from conformance.run.observe import helpers\n"
             "from conformance.engines import load_engine\n"
             "import numpy as np\n"
             f"_engine = load_engine({(self.spec or self.name)!r})\n"

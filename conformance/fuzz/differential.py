@@ -6,7 +6,7 @@
     >>> a = observe(compiled, torch_engine); b = observe(compiled, other)  # doctest: +SKIP
     >>> first_mismatch(a, b, strictness="exact")                          # doctest: +SKIP
 
-Statements run exactly as in the executor (`conformance.run.executor.run_statements`: same
+Statements run exactly as in the executor (`conformance.run.observe.run_statements`: same
 namespace, same warning capture, same error stage), so a program that agrees here gives the
 same verdict as the case written from it. Observations are normalised to plain data: a tensor
 becomes a `TensorObservation` (dtype, shape, device, NumPy values), an observation that raises
@@ -29,13 +29,9 @@ from conformance.engines.base import Engine
 from conformance.fuzz.program import Program
 from conformance.run import snippets, wire
 from conformance.run.compare import TOLERANCES
-from conformance.run.executor import (
-    clean_warning,
-    message_matches,
-    new_namespace,
-    observation_level,
-    run_statements,
-)
+from conformance.run.executor import clean_warning, message_matches, observation_level
+from conformance.run.observe import new_namespace, run_statements
+from conformance.run.refusals import node_at, stage_of
 
 # Engines may sum in different orders: float32 gets a looser relative tolerance than a case's
 # (1.3e-6), or rounding alone would be reported; float64 keeps the case tolerance.
@@ -165,12 +161,14 @@ def observe(compiled: CompiledProgram, engine: Engine) -> list[StepRecord]:
                                   sources={_step_filename(index): step.run
                                            for index, step in enumerate(compiled.program.steps)})
         for step in compiled.steps:
-            raised, caught = run_statements(step.statements, namespace)
+            raised, caught = run_statements(step.statements, namespace, engine)
             error = None
             if raised is not None:
-                error = StepError(raised.index, type(raised.exc).__name__, raised.stage,
-                                  str(raised.exc))
-            warned = tuple(sorted({(w.category.__name__, clean_warning(str(w.message)))
+                statement = step.statements[raised.statement][0]
+                error = StepError(raised.statement, raised.type,
+                                  stage_of(statement, node_at(statement, raised.position)),
+                                  raised.message)
+            warned = tuple(sorted({(w.classes[0][1], clean_warning(w.message))
                                    for w in caught}))
             records.append(StepRecord(error, warned,
                                       _observations(step, namespace, engine)))

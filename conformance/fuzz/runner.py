@@ -56,8 +56,8 @@ from conformance.fuzz.profiles import DatabaseError, get_profile, shown
 from conformance.fuzz.program import Program, ProgramStep
 from conformance.fuzz.strategies import FAMILIES, programs
 from conformance.run import wire
-from conformance.run.executor import CaseTimeout
 from conformance.run.handle import EngineCrashed, EngineHandle, as_handle
+from conformance.run.observe import CaseTimeout
 
 PROGRAM_TIMEOUT_S = 60.0
 """A program that one engine has not finished in this long is a crash finding (a hang)."""

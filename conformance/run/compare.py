@@ -1,4 +1,4 @@
-"""Observation helpers and the comparison of an observation with its expected value.
+"""The comparison of an observation with its expected value, in the runner (the parent).
 
 The rules are those of INTERPRETING.md "Observation expressions":
 
@@ -7,6 +7,8 @@ The rules are those of INTERPRETING.md "Observation expressions":
     'expected 1 (int), observed True (bool)'
 
 `compare` returns None when the observation matches, else a sentence saying how it differs.
+Observations arrive as plain data (`conformance.run.observe`): a tensor is a `TensorSeen`. An
+engine's own tensor may be given instead, with its engine, and is read the same way.
 
 A tensor whose values cannot be read (one on PyTorch's meta device: `Engine.has_values` is
 False) is observed by its dtype, shape and device only; an expectation of its values fails
@@ -15,13 +17,14 @@ with a sentence saying what to expect instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from conformance.casefile.sandbox import eval_np
 from conformance.engines.base import Engine
+from conformance.run.observe import TensorSeen, no_values_message, tensor_seen
 
 # (rtol, atol) per dtype name; integers and bool compare exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -36,96 +39,27 @@ FLOAT_TOLERANCE = TOLERANCES["float32"]
 TENSOR_KEYS = {"value", "dtype", "shape", "device", "np"}
 
 
-class NoValues:
-    """Stands for a tensor without values in the arrays an `{np: ...}` expectation sees."""
-
-    def __init__(self, name: str, device: str) -> None:
-        self.name = name
-        self.device = device
-
-
-class Unreadable:
-    """Stands for a tensor the adapter failed to turn into NumPy (its error is the message)."""
-
-    def __init__(self, name: str, error: str) -> None:
-        self.name = name
-        self.error = error
-
-
-def no_values_message(shape: list[int], dtype: str, device: str) -> str:
-    """What to write instead of a value expectation for a tensor that has no values."""
-    return (f"values of a {device} tensor cannot be read; expect its shape/dtype/device "
-            f"instead, e.g. {{shape: {shape}, dtype: {dtype}, device: {device}}}")
-
-
-def helpers(engine: Engine) -> dict[str, Callable[[Any], Any]]:
-    """The observation helpers bound to `engine` (also visible to snippets)."""
-
-    def grad_fn_name(tensor: Any) -> str | None:
-        node = engine.grad_fn(tensor)
-        return None if node is None else engine.node_name(node)
-
-    def node_name(node: Any) -> str | None:
-        return None if node is None else engine.node_name(node)
-
-    def graph(tensor: Any) -> str | None:
-        node = engine.grad_fn(tensor)
-        return None if node is None else _render(node, engine)
-
-    def shape(tensor: Any) -> list[int]:
-        return [int(n) for n in tensor.shape]
-
-    def dtype(tensor: Any) -> str:
-        return engine.dtype_name(tensor)
-
-    def device(tensor: Any) -> str:
-        return engine.device_name(tensor)
-
-    def value(tensor: Any) -> np.ndarray:
-        if not engine.has_values(tensor):
-            raise ValueError(no_values_message(shape(tensor), dtype(tensor), device(tensor)))
-        return engine.to_numpy(tensor)
-
-    return {
-        "grad_fn_name": grad_fn_name, "node_name": node_name, "graph": graph, "shape": shape,
-        "dtype": dtype, "device": device, "value": value,
-    }
-
-
-def _render(root: Any, engine: Engine) -> str:
-    # Iterative, so that a long chain does not hit Python's recursion limit.
-    out: list[str] = []
-    stack: list[Any] = [("node", root)]
-    while stack:
-        kind, item = stack.pop()
-        if kind == "text":
-            out.append(item)
-            continue
-        if item is None:
-            out.append("None")
-            continue
-        children = list(engine.next_functions(item))
-        out.append(engine.node_name(item))
-        if children:
-            out.append("(")
-            stack.append(("text", ")"))
-            for index in range(len(children) - 1, -1, -1):
-                stack.append(("node", children[index]))
-                if index:
-                    stack.append(("text", ", "))
-    return "".join(out)
+def _seen(value: Any, engine: Engine | None) -> Any:
+    """`value` with an engine's tensor or a NumPy array read as a `TensorSeen`."""
+    if engine is not None and engine.is_tensor(value):
+        return tensor_seen(value, engine)
+    if isinstance(value, np.ndarray):
+        return TensorSeen("array", value.dtype.name, tuple(value.shape), "cpu", value)
+    return value
 
 
 def describe(value: Any, engine: Engine | None = None) -> str:
     """A short text for an observed or expected value, for reports."""
-    if engine is not None and engine.is_tensor(value):
-        if not engine.has_values(value):
-            return (f"tensor(..., shape={[int(n) for n in value.shape]}, "
-                    f"dtype={engine.dtype_name(value)}, device={engine.device_name(value)})")
-        array = engine.to_numpy(value)
-        return f"tensor({_array_text(array)}, dtype={engine.dtype_name(value)})"
-    if isinstance(value, np.ndarray):
-        return f"array({_array_text(value)}, dtype={value.dtype.name})"
+    value = _seen(value, engine)
+    if isinstance(value, TensorSeen):
+        if value.values is None:
+            return (f"{value.kind}(..., shape={list(value.shape)}, dtype={value.dtype}, "
+                    f"device={value.device})")
+        return f"{value.kind}({_array_text(value.values)}, dtype={value.dtype})"
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(describe(item, engine) for item in value)
+        return f"[{items}]" if isinstance(value, list) else \
+            f"({items}{',' if len(value) == 1 else ''})"
     return repr(value)
 
 
@@ -134,11 +68,12 @@ def _array_text(array: np.ndarray) -> str:
 
 
 def compare(observed: Any, expected: Any, engine: Engine | None,
-            arrays: Mapping[str, np.ndarray | NoValues]) -> str | None:
-    """None when `observed` matches `expected`, else why not. `arrays` feeds `{np: ...}`."""
-    is_tensor = engine is not None and engine.is_tensor(observed)
-    if is_tensor or isinstance(observed, np.ndarray):
-        return _compare_tensor(observed, expected, engine, arrays, is_tensor)
+            arrays: Mapping[str, TensorSeen | np.ndarray]) -> str | None:
+    """None when `observed` matches `expected`, else why not. `arrays` feeds `{np: ...}`: the
+    case's tensors by name, as `TensorSeen` (or NumPy arrays)."""
+    observed = _seen(observed, engine)
+    if isinstance(observed, TensorSeen):
+        return _compare_tensor(observed, expected, arrays)
     if isinstance(observed, np.generic):
         observed = observed.item()
     if expected is None:
@@ -178,22 +113,12 @@ def _short(expected: Any) -> str:
     return repr(expected) if len(repr(expected)) < 80 else repr(expected)[:77] + "..."
 
 
-def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
-                    arrays: Mapping[str, np.ndarray | NoValues], is_tensor: bool) -> str | None:
-    array: np.ndarray | None
-    if is_tensor:
-        dtype = engine.dtype_name(observed)
-        device = engine.device_name(observed)
-        if engine.has_values(observed):
-            array = engine.to_numpy(observed)
-            shape = list(array.shape)
-        else:
-            array, shape = None, [int(n) for n in observed.shape]
-    else:
-        array, dtype, device = observed, observed.dtype.name, "cpu"
-        shape = list(array.shape)
+def _compare_tensor(observed: TensorSeen, expected: Any,
+                    arrays: Mapping[str, TensorSeen | np.ndarray]) -> str | None:
+    array, dtype, device = observed.values, observed.dtype, observed.device
+    shape = list(observed.shape)
     if expected is None:
-        return f"expected None, observed {describe(observed, engine)}"
+        return f"expected None, observed {describe(observed)}"
     spec = expected if isinstance(expected, Mapping) else {"value": expected}
     unknown = set(spec) - TENSOR_KEYS
     if unknown:
@@ -205,30 +130,29 @@ def _compare_tensor(observed: Any, expected: Any, engine: Engine | None,
     if "shape" in spec and list(spec["shape"]) != shape:
         return f"expected shape {list(spec['shape'])}, observed {shape}"
     if array is None and ("np" in spec or "value" in spec):
+        if observed.unreadable is not None:
+            return f"the values could not be read back: {observed.unreadable}"
         return no_values_message(shape, dtype, device)
     if "np" in spec:
         code = compile(spec["np"], "<np expectation>", "eval")
-        unreadable = [arrays[name] for name in code.co_names
-                      if isinstance(arrays.get(name), NoValues)]
-        if unreadable:
-            return (f"the expected value reads {unreadable[0].name}, a "
-                    f"{unreadable[0].device} tensor whose values cannot be read; expect its "
-                    "shape/dtype/device instead")
-        failed = [arrays[name] for name in code.co_names
-                  if isinstance(arrays.get(name), Unreadable)]
-        if failed:
-            return (f"the expected value reads {failed[0].name}, and the adapter failed to "
-                    f"read it back: {failed[0].error}")
-        want = np.asarray(eval_np(spec["np"], arrays))
+        read = {name: _seen(arrays[name], None) for name in code.co_names if name in arrays}
+        for name, seen in read.items():
+            if seen.values is None and seen.unreadable is None:
+                return (f"the expected value reads {name}, a {seen.device} tensor whose "
+                        "values cannot be read; expect its shape/dtype/device instead")
+            if seen.values is None:
+                return (f"the expected value reads {name}, and its values could not be read "
+                        f"back: {seen.unreadable}")
+        want = np.asarray(eval_np(spec["np"], {name: seen.values for name, seen in read.items()}))
     elif "value" in spec:
         if isinstance(spec["value"], (str, Mapping)):
-            return f"expected {spec['value']!r}, observed {describe(observed, engine)}"
+            return f"expected {spec['value']!r}, observed {describe(observed)}"
         want = np.asarray(spec["value"])
     else:
         return None
     if list(want.shape) != list(array.shape):
         return f"expected shape {list(want.shape)}, observed {list(array.shape)}: " \
-               f"{describe(observed, engine)}"
+               f"{describe(observed)}"
     return _close(array, want, TOLERANCES.get(dtype), dtype)
 
 

@@ -18,28 +18,33 @@ verdict; an exception from the runner or the adapter is an `error` too. Neither 
 from __future__ import annotations
 
 import ast
-import builtins
 import re
-import signal
-import threading
-import time
-import traceback
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from types import CodeType
-from typing import Any
-
-import numpy as np
+from typing import Any, Protocol
 
 from conformance.casefile.case import Case, Raises, Step, Warn
-from conformance.casefile.loader import default_builtins
-from conformance.casefile.sandbox import case_builtins
 from conformance.engines.base import Engine
-from conformance.run import snippets
-from conformance.run.compare import NoValues, Unreadable, compare, describe, helpers
-from conformance.run.refusals import Raised, class_problem, refusal_problem
+from conformance.run.compare import compare, describe
+from conformance.run.observe import (
+    CaseSeen,
+    Classes,
+    ExceptionSeen,
+    ObservingRaised,
+    Plan,
+    StepSeen,
+    WarningSeen,
+    cut,
+    observe_case,
+)
+from conformance.run.refusals import (
+    class_problem,
+    node_at,
+    refusal_problem,
+    same_head,
+    stage,
+    stage_of,
+)
 
 VERDICTS = ("passed", "failed", "error", "unsupported", "xfail", "stale")
 LEVELS = ("full", "semantics")
@@ -115,35 +120,19 @@ class CaseResult:
                 "verdicts": {level: self.verdict_at(level) for level in LEVELS}}
 
 
-class CaseTimeout(BaseException):
-    """Raised inside a case by the watchdog (a BaseException, so snippets cannot swallow it)."""
-
-
-class _AdapterFailure(Exception):
-    """The adapter itself failed (turning a value into NumPy, naming a node): an `error`."""
-
-
-class _Stop(Exception):
-    """A step raised where it should not: later steps would run on a state the case never
-    meant, so the case stops here (its checks so far are kept)."""
-
-
 def run_case(case: Case | Mapping[str, Any], engine: Engine, seed: int | None = None, *,
              timeout: float | None = DEFAULT_TIMEOUT) -> CaseResult:
-    """Run `case` (a Case or a plain dict) on `engine`; `seed` overrides the case's seed. A
-    case the engine cannot run (unavailable, a feature missing) is `unsupported`; expectations
-    files are the judge's (`conformance.verdict.judge`)."""
+    """Run `case` (a Case or a plain dict) on `engine` in this process: observe it
+    (`conformance.run.observe`), then judge what was seen (`judge_seen`), as a worker and its
+    runner do; `seed` overrides the case's seed. A case the engine cannot run (unavailable, a
+    feature missing) is `unsupported`; expectations files are the judge's
+    (`conformance.verdict.judge`)."""
     if not isinstance(case, Case):
         case = Case.from_dict(case)
     early = unrunnable(case, engine, seed)
     if early is not None:
         return early
-    seed = case.seed if seed is None else seed
-    base = {"case_id": case.id, "engine": engine.name, "topic": case.topic, "seed": seed}
-    start = time.perf_counter()
-    result = _execute(case, engine, seed, timeout, base)
-    result.duration_s = time.perf_counter() - start
-    return result
+    return judge_seen(case, observe_case(Plan.of(case, seed), engine, timeout), engine, seed)
 
 
 def unrunnable(case: Case, engine: Any, seed: int | None = None,
@@ -166,38 +155,65 @@ def unrunnable(case: Case, engine: Any, seed: int | None = None,
     return None
 
 
-def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
-             base: dict[str, Any]) -> CaseResult:
-    index: int | None = None
-    step: Step | None = None
+class JudgedFacts(Protocol):
+    """What judging reads of an engine: its name and how its messages are compared."""
+
+    name: str
+    message_strictness: str
+    torch_version: str
+
+
+def judge_seen(case: Case, seen: CaseSeen, engine: JudgedFacts, seed: int | None = None
+               ) -> CaseResult:
+    """The result of `case` from what its engine's process saw (`seen`): every check of every
+    step it ran, in order, until a step raised where the case expects no error (or something
+    other than the refusal it expects), or the case ended early (a timeout, the adapter
+    failing, a crash: an `error`). Only this function reaches a verdict."""
+    seed = case.seed if seed is None else seed
+    base = {"case_id": case.id, "engine": engine.name, "topic": case.topic, "seed": seed,
+            "duration_s": seen.duration_s}
     checks: list[Check] = []
-    try:
-        with watchdog(timeout):
-            namespace: dict[str, Any] = {}
-            try:
-                engine.reset()
-                namespace = new_namespace(engine, np.random.default_rng(seed), case.builtins,
-                                          {step_filename(case, i): step.run
-                                           for i, step in enumerate(case.steps)})
-                for index, step in enumerate(case.steps):
-                    _run_step(case, index, step, engine, namespace, checks)
-            finally:
-                # Dropping the case's objects closes what it left suspended (a generator
-                # inside a `with` block) before the engine's state is restored.
-                snippets.empty(namespace)
-                engine.reset()
-    except CaseTimeout:
-        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
-                          message=f"timed out after {timeout:g} s", checks=checks, **base)
-    except _Stop:
-        pass
-    except _AdapterFailure as exc:
-        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
-                          message=str(exc), checks=checks, **base)
-    except Exception as exc:  # noqa: BLE001 - a crash in one case must not stop the run
-        return CaseResult(verdict="error", step=index, snippet=step.run if step else None,
-                          message=f"the runner crashed: {type(exc).__name__}: {exc}\n"
-                          f"{traceback.format_exc(limit=-8)}", checks=checks, **base)
+    ran_backward = False
+    for index, step in enumerate(case.steps):
+        record = seen.steps[index] if index < len(seen.steps) else None
+        ended_here = seen.ended is not None and seen.ended_in == index
+        if record is None:
+            if seen.ended is not None:
+                break
+            checks.append(Check(index, "semantics", "run", "the engine's process sent nothing "
+                                "for this step", snippet=step.run))
+            return _failed(checks, base)
+        statements = ast.parse(step.run).body
+
+        def fail(level: str, what: str, message: str, expected: str | None = None,
+                 actual: str | None = None, snippet: str | None = None,
+                 index: int = index, step: Step = step) -> None:
+            checks.append(Check(index, level, what, cut(message), expected,
+                                None if actual is None else cut(actual), snippet or step.run))
+
+        unexpected = _check_raised(step.raises, record.raised, statements, engine, step.run,
+                                   fail, ran_backward)
+        _check_warnings(step.warns, record.warnings, engine, fail)
+        if unexpected:
+            return _failed(checks, base)
+        if ended_here:
+            break
+        if record.values is None:
+            fail("semantics", "run", "the engine's process did not observe this step")
+            return _failed(checks, base)
+        _check_expect(step, record, fail)
+        ran = statements if record.raised is None else statements[:record.raised.statement]
+        ran_backward = ran_backward or any(stage(s) == "backward" for s in ran)
+    if seen.ended is not None:
+        index = seen.ended_in
+        return CaseResult(verdict="error", step=index,
+                          snippet=case.steps[index].run if index is not None else None,
+                          message=cut(seen.message), checks=checks, **base)
+    return _failed(checks, base)
+
+
+def _failed(checks: list[Check], base: dict[str, Any]) -> CaseResult:
+    """`passed` without checks, else `failed` headed by the first semantic failure."""
     if not checks:
         return CaseResult(verdict="passed", **base)
     head = next((c for c in checks if c.level == "semantics"), checks[0])
@@ -207,89 +223,9 @@ def _execute(case: Case, engine: Engine, seed: int, timeout: float | None,
                       checks=checks, **base)
 
 
-def new_namespace(engine: Engine, rng: np.random.Generator,
-                  builtin_names: frozenset[str] | None = None,
-                  sources: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A fresh case namespace, the `__dict__` of the process's case module (see `snippets`):
-    the builtins api.yaml allows (`builtin_names`, default the default spec's), the
-    observation helpers and the engine's facades. `sources` maps the file names snippets are
-    compiled with to their text, for tools that read a function's source."""
-    names = builtin_names if builtin_names is not None else default_builtins()
-    namespace: dict[str, Any] = snippets.fresh(sources or {})
-    namespace["__builtins__"] = dict(vars(builtins)) if engine.python_builtins \
-        else dict(case_builtins(names))
-    namespace.update(helpers(engine))
-    namespace.update(engine.namespace(rng))
-    return namespace
-
-
-@contextmanager
-def watchdog(timeout: float | None) -> Iterator[None]:
-    """Raise CaseTimeout in the block once `timeout` seconds have passed (SIGALRM; only in
-    the main thread, elsewhere the block runs unwatched)."""
-    usable = (timeout is not None and timeout > 0 and hasattr(signal, "setitimer")
-              and threading.current_thread() is threading.main_thread())
-    if not usable:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise CaseTimeout()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _run_step(case: Case, index: int, step: Step, engine: Engine,
-              namespace: dict[str, Any], checks: list[Check]) -> None:
-    statements = [(statement, compile(ast.Module([statement], []),
-                                      step_filename(case, index), "exec"))
-                  for statement in ast.parse(step.run).body]
-    raised, caught = run_statements(statements, namespace)
-
-    def fail(level: str, what: str, message: str, expected: str | None = None,
-             actual: str | None = None, snippet: str | None = None) -> None:
-        checks.append(Check(index, level, what, message, expected, actual, snippet or step.run))
-
-    unexpected = _check_raised(step.raises, raised, engine, step.run, fail)
-    _check_warnings(step.warns, caught, engine, fail)
-    if unexpected:
-        raise _Stop
-    _check_expect(step, engine, namespace, fail)
-
-
-def step_filename(case: Case, index: int) -> str:
-    """The file name a step's code is compiled with (and its source registered under)."""
-    return f"<{case.id} step {index}>"
-
-
-def run_statements(statements: Sequence[tuple[ast.stmt, CodeType]], namespace: dict[str, Any]
-                   ) -> tuple[Raised | None, list[warnings.WarningMessage]]:
-    """Execute compiled statements in order until one raises, recording every warning.
-
-    Returns what was raised, with the statement that raised it and where (None when all ran),
-    and the warnings caught. The fuzzer calls this too, with code compiled once for both
-    engines.
-    """
-    raised: Raised | None = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for index, (statement, code) in enumerate(statements):
-            try:
-                exec(code, namespace)
-            except Exception as exc:  # noqa: BLE001 - the engine's error is what we check
-                raised = Raised(exc, statement, index, len(statements), code)
-                break
-    return raised, caught
-
-
-def _check_raised(spec: Raises | None, raised: Raised | None, engine: Engine, source: str,
-                  fail: Callable[..., None]) -> bool:
+def _check_raised(spec: Raises | None, raised: ExceptionSeen | None,
+                  statements: list[ast.stmt], engine: JudgedFacts, source: str,
+                  fail: Callable[..., None], ran_backward: bool) -> bool:
     """Check the step's error; True when the case cannot go on (it raised where the case
     expects no error, or something other than the refusal the case expects)."""
     if raised is None:
@@ -297,17 +233,21 @@ def _check_raised(spec: Raises | None, raised: Raised | None, engine: Engine, so
             fail("semantics", "raises", f"expected {spec.type} to be raised, nothing was raised",
                  expected=_raises_text(spec, engine), actual="no error")
         return False
-    exc, statement = raised.exc, raised.statement
+    if not 0 <= raised.statement < len(statements):
+        fail("semantics", "raises", f"the engine's process said statement {raised.statement} "
+             f"raised; the step has {len(statements)}", actual=raised.type)
+        return True
+    statement = statements[raised.statement]
     text = ast.get_source_segment(source, statement) or ast.unparse(statement)
-    where = raised.stage
-    actual = f"{type(exc).__name__} ({where}): {exc}"
+    where = stage_of(statement, node_at(statement, raised.position))
+    actual = f"{raised.type} ({where}): {raised.message}"
     if spec is None:
-        fail("semantics", "raises", f"unexpected {type(exc).__name__}: {exc}",
+        fail("semantics", "raises", f"unexpected {raised.type}: {raised.message}",
              expected="no error", actual=actual, snippet=text)
         return True
-    not_a_refusal = refusal_problem(raised, spec.type, engine.adapter_files(),
-                                    tuple(engine.refusal_types),
-                                    spec.message_for(engine.torch_version))
+    expected_message = spec.message_for(engine.torch_version)
+    not_a_refusal = refusal_problem(raised, statement, spec.type, expected_message,
+                                    ran_backward=ran_backward, expected_stage=spec.stage)
     if not_a_refusal is None and spec.stage is not None and spec.stage != where \
             and "backward" in (spec.stage, where):
         not_a_refusal = (f"expected the refusal at stage {spec.stage}, the engine raised at "
@@ -316,12 +256,11 @@ def _check_raised(spec: Raises | None, raised: Raised | None, engine: Engine, so
         fail("semantics", "raises", not_a_refusal, expected=_raises_text(spec, engine),
              actual=actual, snippet=text)
         return True
-    problem = class_problem(type(exc), spec.type)
+    problem = class_problem(raised.classes, spec.type)
     if problem is None and spec.stage is not None and spec.stage != where:
         problem = f"expected the error at stage {spec.stage}, raised at {where}"
     if problem is None:
-        expected_message = spec.message_for(engine.torch_version)
-        if not message_matches(str(exc), expected_message, engine.message_strictness):
+        if not message_matches(raised.message, expected_message, engine.message_strictness):
             problem = f"wrong message for {spec.type} ({engine.message_strictness} comparison)"
     if problem is not None:
         # The engine refused where it should: which exception, where and how it is worded is
@@ -331,7 +270,7 @@ def _check_raised(spec: Raises | None, raised: Raised | None, engine: Engine, so
     return False
 
 
-def _raises_text(spec: Raises, engine: Engine) -> str:
+def _raises_text(spec: Raises, engine: JudgedFacts) -> str:
     stage_text = f" ({spec.stage})" if spec.stage else ""
     message = spec.message_for(engine.torch_version)
     return f"{spec.type}{stage_text}: {message}" if message is not None else spec.type + stage_text
@@ -342,8 +281,7 @@ def message_matches(actual: str, expected: str | None, strictness: str) -> bool:
     if expected is None or strictness == "type":
         return True
     if strictness == "prefix":
-        head = re.split(r"[.:\n]", expected, maxsplit=1)[0]
-        return actual.startswith(head)
+        return same_head(actual, expected)
     return actual == expected
 
 
@@ -353,75 +291,58 @@ def clean_warning(message: str) -> str:
     return STACK.sub(TRACEBACK, TRIGGERED.sub("", message))
 
 
-def _check_warnings(expected: tuple[Warn, ...], caught: list[warnings.WarningMessage],
-                    engine: Engine, fail: Callable[..., None]) -> None:
-    actual = list(dict.fromkeys((w.category, clean_warning(str(w.message))) for w in caught))
+def _check_warnings(expected: tuple[Warn, ...], caught: list[WarningSeen],
+                    engine: JudgedFacts, fail: Callable[..., None]) -> None:
+    actual = list(dict.fromkeys((w.classes, clean_warning(w.message)) for w in caught))
 
-    def same_kind(want: Warn, category: type) -> bool:
-        return class_problem(category, want.type) is None
+    def same_kind(want: Warn, classes: Classes) -> bool:
+        return class_problem(classes, want.type) is None
 
-    def matches(want: Warn, category: type, text: str) -> bool:
-        return same_kind(want, category) and message_matches(
+    def matches(want: Warn, classes: Classes, text: str) -> bool:
+        return same_kind(want, classes) and message_matches(
             text, want.message_for(engine.torch_version), engine.message_strictness)
 
     expected_text = "; ".join(f"{w.type}: {w.message_for(engine.torch_version)}"
                               for w in expected) or "no warning"
-    actual_text = "; ".join(f"{c.__name__}: {t}" for c, t in actual) or "no warning"
+    actual_text = "; ".join(f"{c[0][1]}: {t}" for c, t in actual) or "no warning"
     # Whether the step warns is semantics; how it is worded is surface. A warning of another
     # category is another warning (an engine's DeprecationWarning does not meet a UserWarning).
     missing = [w for w in expected if not any(matches(w, c, t) for c, t in actual)]
     extra = [(c, t) for c, t in actual if not any(matches(w, c, t) for w in expected)]
     reworded: set[int] = set()
     for want in missing:
-        partner = next((i for i, (category, _) in enumerate(extra)
-                        if i not in reworded and same_kind(want, category)), None)
+        partner = next((i for i, (classes, _) in enumerate(extra)
+                        if i not in reworded and same_kind(want, classes)), None)
         if partner is not None:
             reworded.add(partner)
         fail("surface" if partner is not None else "semantics", "warns",
              f"expected warning {want.type} was not emitted", expected=expected_text,
              actual=actual_text)
-    for index, (category, text) in enumerate(extra):
+    for index, (classes, text) in enumerate(extra):
         if index not in reworded:
-            fail("semantics", "warns", f"unexpected warning {category.__name__}: {text}",
+            fail("semantics", "warns", f"unexpected warning {classes[0][1]}: {text}",
                  expected=expected_text, actual=actual_text)
 
 
-def _check_expect(step: Step, engine: Engine, namespace: dict[str, Any],
-                  fail: Callable[..., None]) -> None:
-    if not step.expect:
-        return
-    arrays: dict[str, Any] = {}
-    for name, value in namespace.items():
-        if name.startswith("_") or not engine.is_tensor(value):
-            continue
-        if not engine.has_values(value):
-            arrays[name] = NoValues(name, engine.device_name(value))
-            continue
-        try:
-            arrays[name] = engine.to_numpy(value)
-        except Exception as exc:  # noqa: BLE001 - the adapter's failure, reported where used
-            arrays[name] = Unreadable(name, f"{type(exc).__name__}: {exc}")
+def _check_expect(step: Step, record: StepSeen, fail: Callable[..., None]) -> None:
+    values = record.values or {}
     for key, expected in step.expect:
         level = observation_level(key, expected)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                observed = eval(compile(key, f"<expect {key}>", "eval"), namespace)
-            except Exception as exc:  # noqa: BLE001 - an observation that raises fails the step
-                fail("semantics", key, f"{key}: observing raised {type(exc).__name__}: {exc}",
-                     expected=repr(expected), actual=f"{type(exc).__name__}: {exc}")
-                continue
-            try:
-                problem = compare(observed, expected, engine, arrays)
-                shown = describe(observed, engine) if problem is not None else None
-            except Exception as exc:  # noqa: BLE001 - the adapter could not read the value back
-                raise _AdapterFailure(
-                    f"{key}: the engine's adapter failed while reading the observed value back: "
-                    f"{type(exc).__name__}: {exc}") from exc
+        if key not in values:
+            fail("semantics", key, f"{key}: the engine's process sent no observation for it",
+                 expected=repr(expected), actual="nothing")
+            continue
+        observed = values[key]
+        if isinstance(observed, ObservingRaised):
+            fail("semantics", key, f"{key}: observing raised {observed.type}: {observed.message}",
+                 expected=repr(expected), actual=f"{observed.type}: {observed.message}")
+            continue
+        problem = compare(observed, expected, None, record.arrays)
         if problem is not None:
             if level == "surface" and _numbers_differ(observed, expected):
                 level = "semantics"  # a printed tensor whose values are wrong, not its wording
-            fail(level, key, f"{key}: {problem}", expected=repr(expected), actual=shown)
+            fail(level, key, f"{key}: {problem}", expected=repr(expected),
+                 actual=describe(observed))
 
 
 # Observations that show PyTorch's face rather than its autograd model.

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from conformance.casefile.case import Case
 from conformance.engines.base import Engine
-from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult, CaseTimeout, run_case, watchdog
+from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult, run_case
+from conformance.run.observe import CaseTimeout, watchdog
 from conformance.run.repro import repro_script
 
 

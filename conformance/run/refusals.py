@@ -22,20 +22,24 @@ A step that expects `raises` is met only by a real refusal of the engine, never 
 - An adapter may name classes its engine refuses with on purpose (`Engine.refusal_types`) that
   would otherwise read as a missing name or a crash: those are refusals.
 
+- A refusal of backward must be the one the case describes: its message begins as PyTorch's
+  does, or the same case has run a backward on the engine before (a control), whatever the
+  engine's message strictness. An engine that cannot run backward at all raises on every
+  backward with words of its own, and must not earn the cases that expect a refusal there.
+
 Which class, stage and message it is, is PyTorch's surface (`class_problem`, `full` level).
+
+Everything here runs in the runner, on what the engine's process sent (`ExceptionSeen`); the
+facts only a traceback holds were read there (`conformance.run.observe.exception_seen`).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import dis
 import re
-import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cached_property
-from types import CodeType, TracebackType
+
+from conformance.run.observe import Classes, ExceptionSeen
 
 FLAG_METHODS = frozenset({"requires_grad_", "retain_grad", "detach_"})
 # Operators compute (forward) even in a statement without calls: `z = x * 2`, `v = x[0]`.
@@ -65,48 +69,16 @@ _PLAIN_TYPES = frozenset(
     | {"NoneType", "function", "builtin_function_or_method", "method", "generator", "module",
        "ellipsis", "NotImplementedType", "method-wrapper", "numpy.ndarray", "ndarray"}
 )
-_CRASHES = (RecursionError, SystemError, MemoryError)
-_RAISE = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS",) if name in dis.opmap)
+_CRASHES = ("RecursionError", "SystemError", "MemoryError")
 
 
-@dataclass(frozen=True)
-class Raised:
-    """An exception raised by one statement of a step, with where it came from."""
-
-    exc: BaseException
-    statement: ast.stmt
-    index: int
-    """The statement's position in the step (0-based)."""
-    count: int
-    """How many statements the step has."""
-    code: CodeType
-    """The statement's compiled code (to find its frame in the traceback)."""
-
-    @property
-    def is_last(self) -> bool:
-        return self.index == self.count - 1
-
-    @cached_property
-    def node(self) -> ast.AST | None:
-        """The expression of the statement that was running when the exception was raised,
-        or None where the interpreter keeps no positions (Python 3.10)."""
-        return raising_node(self.exc, self.code, self.statement)
-
-    @property
-    def stage(self) -> str:
-        return stage_of(self.statement, self.node)
-
-
-def raising_node(exc: BaseException, code: CodeType, statement: ast.stmt) -> ast.AST | None:
-    """The node of `statement` whose instruction raised `exc` (or called what raised it)."""
-    tb = _frame_of(exc.__traceback__, code)
-    if tb is None or not hasattr(code, "co_positions"):
+def node_at(statement: ast.stmt, position: tuple[int, int, int, int] | None
+            ) -> ast.AST | None:
+    """The node of `statement` whose instruction is at `position` (that of the instruction that
+    raised, or called what raised), or None where it is not known."""
+    if position is None:
         return None
-    positions = list(code.co_positions())
-    index = tb.tb_lasti // 2
-    if not 0 <= index < len(positions) or None in positions[index]:
-        return None
-    line, end_line, col, end_col = positions[index]
+    line, end_line, col, end_col = position
     best: ast.AST | None = None
     best_size: tuple[int, int] | None = None
     for node in ast.walk(statement):
@@ -126,20 +98,6 @@ def _span(node: ast.AST) -> tuple[int, int, int, int] | None:
     if not hasattr(node, "lineno") or getattr(node, "end_lineno", None) is None:
         return None
     return (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)  # type: ignore
-
-
-def _frame_of(tb: TracebackType | None, code: CodeType) -> TracebackType | None:
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return tb
-        tb = tb.tb_next
-    return None
-
-
-def _innermost(tb: TracebackType | None) -> TracebackType | None:
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb
 
 
 def stage_of(statement: ast.stmt, node: ast.AST | None) -> str:
@@ -189,87 +147,83 @@ def call_name(call: ast.Call) -> str:
     return ".".join(reversed(parts))
 
 
-def refusal_problem(raised: Raised, expected_type: str, adapter_files: Iterable[str],
-                    refusal_types: tuple[type[BaseException], ...] = (),
-                    expected_message: str | None = None) -> str | None:
-    """Why `raised` is not the engine's refusal of the statement meant to raise (None when it
-    is). These are `semantics` failures: the engine did not refuse what the case refuses.
-    `expected_message` is PyTorch's text: where PyTorch's own refusal is one the interpreter
-    words (an unknown keyword), the engine's must be the same refusal."""
-    exc = raised.exc
-    what = f"{type(exc).__name__}: {_first_line(exc)}"
-    if not raised.is_last:
-        return (f"statement {raised.index + 1} of {raised.count} raised {what}; only the "
-                "step's last statement may raise, every statement before it must succeed")
-    files = frozenset(adapter_files)
-    if _raised_by(exc, files):
+def refusal_problem(raised: ExceptionSeen, statement: ast.stmt, expected_type: str,
+                    expected_message: str | None = None, *, ran_backward: bool = True,
+                    expected_stage: str | None = None) -> str | None:
+    """Why `raised` (by `statement`) is not the engine's refusal of the statement meant to
+    raise (None when it is). These are `semantics` failures: the engine did not refuse what the
+    case refuses. `expected_message` is PyTorch's text: where PyTorch's own refusal is one the
+    interpreter words (an unknown keyword), the engine's must be the same refusal.
+    `ran_backward`: whether the case has run a backward on the engine before this statement."""
+    what = f"{raised.type}: {_first_line(raised.message)}"
+    if raised.statement != raised.statements - 1:
+        return (f"statement {raised.statement + 1} of {raised.statements} raised {what}; only "
+                "the step's last statement may raise, every statement before it must succeed")
+    if raised.by_adapter:
         return (f"the adapter's own code raised {what}, not the engine (an adapter may "
                 "translate an engine's exception with `raise ... from exc`, never invent one)")
-    if refusal_types and isinstance(exc, refusal_types):
-        return None
-    lacking = _lacks_name(raised, expected_type, files, expected_message)
-    if lacking is not None:
-        return f"{what}: {lacking}, which is not a refusal"
-    if isinstance(exc, _CRASHES) and type(exc).__name__ != expected_type:
-        return f"{what}: the engine crashed, which is not a refusal"
+    node = node_at(statement, raised.position)
+    if not raised.declared_refusal:
+        lacking = _lacks_name(raised, statement, node, expected_type, expected_message)
+        if lacking is not None:
+            return f"{what}: {lacking}, which is not a refusal"
+        if any(raised.is_a(crash) for crash in _CRASHES) and raised.type != expected_type:
+            return f"{what}: the engine crashed, which is not a refusal"
+    where = stage_of(statement, node)
+    if "backward" in (expected_stage, where) and not ran_backward \
+            and not same_head(raised.message, expected_message):
+        return (f"{what}: a refusal of backward in the engine's own words, and the case has not "
+                "seen the engine run a backward: an engine that cannot run backward at all "
+                "would refuse the same way (the message must begin as PyTorch's does)")
     return None
 
 
-def class_problem(cls: type, expected_type: str) -> str | None:
-    """Why an exception or warning class is not the one the case names (None when it is): the
-    class itself, or an engine's own subclass of it. A built-in subclass has a meaning of its
-    own (NotImplementedError is not a RuntimeError refusal), so it matches only where named."""
-    if cls.__name__ == expected_type:
-        return None
-    inherits = any(base.__name__ == expected_type for base in cls.__mro__[1:])
-    if inherits and cls.__module__ != "builtins":
-        return None
-    return f"expected {expected_type}, raised {cls.__name__}"
+def same_head(actual: str, expected: str | None) -> bool:
+    """Whether `actual` begins with the head of `expected`: its text up to the first `.`, `:`
+    or line break (INTERPRETING.md's `prefix` strictness). True when nothing is expected."""
+    if expected is None:
+        return True
+    head = re.split(r"[.:\n]", expected, maxsplit=1)[0]
+    return actual.startswith(head)
 
 
-def _first_line(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # noqa: BLE001 - an exception whose str() raises is still an exception
-        text = f"<{type(exc).__name__} whose str() raised>"
+def class_problem(classes: Classes, expected_type: str) -> str | None:
+    """Why an exception or warning class (`classes`: it and its bases, as the engine's process
+    sent them) is not the one the case names (None when it is): the class itself, or an
+    engine's own subclass of it. A built-in subclass has a meaning of its own
+    (NotImplementedError is not a RuntimeError refusal), so it matches only where named."""
+    (module, name), bases = classes[0], classes[1:]
+    if name == expected_type:
+        return None
+    if module != "builtins" and any(base == expected_type for _, base in bases):
+        return None
+    return f"expected {expected_type}, raised {name}"
+
+
+def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _raised_by(exc: BaseException, files: frozenset[str]) -> bool:
-    """Whether the adapter's code executed the `raise` (and did not translate an engine
-    exception: `raise ... from exc`)."""
-    tb = _innermost(exc.__traceback__)
-    if tb is None or tb.tb_frame.f_code.co_filename not in files:
-        return False
-    raw = tb.tb_frame.f_code.co_code
-    if not 0 <= tb.tb_lasti < len(raw) or raw[tb.tb_lasti] not in _RAISE:
-        return False  # the adapter called something that raised (engine code, C code)
-    return exc.__cause__ is None
-
-
-def _lacks_name(raised: Raised, expected_type: str, files: frozenset[str],
-                expected_message: str | None) -> str | None:
-    exc = raised.exc
-    if isinstance(exc, NameError):
+def _lacks_name(raised: ExceptionSeen, statement: ast.stmt, node: ast.AST | None,
+                expected_type: str, expected_message: str | None) -> str | None:
+    if raised.is_a("NameError"):
         return "a name the engine's namespace does not have"
-    if isinstance(exc, ImportError):
+    if raised.is_a("ImportError"):
         return "a module the engine cannot import"
-    if isinstance(exc, NotImplementedError) and expected_type != type(exc).__name__:
+    if raised.is_a("NotImplementedError") and expected_type != raised.type:
         return "the engine does not implement it"
-    if isinstance(exc, AttributeError) and _at_the_call(exc, raised.code, files):
+    if raised.is_a("AttributeError") and raised.at_the_call:
         # Read by the case's statement or the adapter's facade: the engine lacks the name.
         # (An AttributeError deep in the engine's own code is how that engine refused.)
-        node = raised.node
         stores = (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
-                  if node is not None else stage(raised.statement) == "attribute")
+                  if node is not None else stage(statement) == "attribute")
         if not (stores and expected_type == "AttributeError"):
-            owner = _adapter_class(exc, files)
-            if owner is not None:
-                return (f"an attribute the adapter's {owner} does not provide (the adapter does "
-                        "not map it, or the engine lacks it)")
+            if raised.adapter_class is not None:
+                return (f"an attribute the adapter's {raised.adapter_class!r} does not provide "
+                        "(the adapter does not map it, or the engine lacks it)")
             return "an attribute the engine's objects do not have"
-    if isinstance(exc, TypeError) and _at_the_call(exc, raised.code, files):
-        text = _first_line(exc)
+    if raised.is_a("TypeError") and raised.at_the_call:
+        text = _first_line(raised.message)
         if expected_type == "TypeError" and expected_message is not None \
                 and _same_mechanics(text, expected_message.splitlines()[0]):
             return None  # PyTorch refuses this very signature or operand the same way
@@ -278,20 +232,6 @@ def _lacks_name(raised: Raised, expected_type: str, files: frozenset[str],
         if _PROTOCOL.search(text) and any(name not in _PLAIN_TYPES
                                           for name in _QUOTED.findall(text)):
             return "an operation the engine's objects do not support"
-    return None
-
-
-def _adapter_class(exc: AttributeError, files: frozenset[str]) -> str | None:
-    """The name of the class an AttributeError's object belongs to, when the adapter defines
-    that class (its facade, its tensor wrapper): the gap may be the adapter's, not the
-    engine's."""
-    owner = getattr(exc, "obj", None)
-    if owner is None:
-        return None
-    cls = owner if isinstance(owner, type) else type(owner)
-    module = sys.modules.get(getattr(cls, "__module__", "") or "")
-    if getattr(module, "__file__", None) in files:
-        return repr(cls.__name__)
     return None
 
 
@@ -313,12 +253,3 @@ def _quoted_names(text: str, mask_engine_types: bool) -> list[str]:
     type (an engine's own class) reads `*`."""
     return [name if not mask_engine_types or name in _PLAIN_TYPES else "*"
             for name in _QUOTED.findall(text)]
-
-
-def _at_the_call(exc: BaseException, code: CodeType, files: frozenset[str]) -> bool:
-    """Whether the interpreter raised at the case's own statement or in the adapter, before
-    any engine code ran (the innermost frame is the statement's or an adapter's)."""
-    tb = _innermost(exc.__traceback__)
-    if tb is None:
-        return False
-    return tb.tb_frame.f_code is code or tb.tb_frame.f_code.co_filename in files

@@ -20,6 +20,9 @@ import sysconfig
 from pathlib import Path
 
 from conformance.casefile.case import Case
+from conformance.casefile.loader import default_builtins
+from conformance.casefile.sandbox import MACHINERY_BUILTINS
+from conformance.casefile.vocabulary import HELPERS as HELPER_NAMES
 from conformance.engines.base import Engine
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # the whole conformance package
@@ -97,14 +100,31 @@ torch.manual_seed = _manual_seed
 
 RUNNERS = '''
 
+# The case's code runs as the runner runs it: in a namespace of its own, holding the engine, the
+# observation helpers and only the builtins the case language allows (and, for an engine whose
+# machinery needs one, a guarded getattr that reads nothing private).
+def _guarded_getattr(obj, name, *default):
+    if not isinstance(name, str) or name.startswith("_"):
+        raise AttributeError(f"{name!r}: the case sandbox's getattr reads no private name")
+    return getattr(obj, name, *default)
+
+
+_BUILTINS = {name: getattr(builtins, name) for name in ALLOWED_BUILTINS if hasattr(builtins, name)}
+_BUILTINS.update({name: _guarded_getattr for name in MACHINERY_BUILTINS})
+_BUILTINS.update(__build_class__=builtins.__build_class__, __import__=builtins.__import__)
+_case = {"__name__": "case", "__builtins__": _BUILTINS}
+_case.update(globals().get("_namespace") or {"torch": torch, "nn": nn, "F": F})
+_case.update({name: globals()[name] for name in HELPER_NAMES})
+
+
 def _step(source, where):
     # The snippet runs from a string, so nothing in it can be a statement of this script.
     linecache.cache[where] = (len(source), None, source.splitlines(True), where)
-    exec(compile(source, where, "exec"), globals())
+    exec(compile(source, where, "exec"), _case)
 
 
 def _observe(key, where, expected):
-    observed = eval(compile(key, f"{where[:-1]} expect>", "eval"), globals())
+    observed = eval(compile(key, f"{where[:-1]} expect>", "eval"), _case)
     print(key, "=", repr(observed), "| expected:", expected)
 '''
 
@@ -118,6 +138,7 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         f"# Repro: case {_comment(case.id)} on engine {_comment(engine.name)} "
         f"{_comment(str(engine.version))} (seed {int(seed)}).",
         f"# Rule: {_comment(case.rule)}",
+        "import builtins",
         "import linecache",
         "import warnings",
         "",
@@ -137,7 +158,12 @@ def repro_script(case: Case, engine: Engine, seed: int | None = None,
         # A torch-like module imported on its own: the script draws the runner's numbers and
         # defines the helpers itself. An adapter's prelude brings both from the adapter.
         lines += [RANDOM.rstrip(), HELPERS.rstrip()]
-    lines += ["", 'warnings.simplefilter("always")', RUNNERS.rstrip()]
+    allowed = sorted(str.__str__(name) for name in (
+        case.builtins if case.builtins is not None else default_builtins()) if name.isidentifier())
+    machinery = sorted(name for name in engine.machinery_builtins if name in MACHINERY_BUILTINS)
+    lines += ["", 'warnings.simplefilter("always")', f"ALLOWED_BUILTINS = {allowed!r}",
+              f"MACHINERY_BUILTINS = {machinery!r}", f"HELPER_NAMES = {list(HELPER_NAMES)!r}",
+              RUNNERS.rstrip()]
     for index, step in enumerate(steps):
         where = f"<{case.id} step {index}>"
         lines += ["", f"# step {index}"]

@@ -160,14 +160,16 @@ def plain(value: Any, hint: Any) -> Any:
 
 
 def plain_observation(value: Any) -> Any:
-    """A value of a free form (an observation) as plain data: JSON's own types as they are,
-    anything else tagged by a one-key object: a registered class (`register`), a tuple, a
+    """A value of a free form (an observation) as plain data: JSON's own types (a list too) as
+    they are, anything else tagged by a one-key object: a registered class (`register`), a tuple, a
     complex number, or an object of no plain type as its type's name and repr (`Opaque`)."""
     if value is None or type(value) in (bool, int, float, str):
         return value
     for tag, cls in _TAGGED.items():
         if type(value) is cls:
             return {tag: plain(value, cls)}
+    if type(value) is list:
+        return [plain_observation(item) for item in value]
     if type(value) is tuple:
         return {"tuple": [plain_observation(item) for item in value]}
     if type(value) is complex:
@@ -239,6 +241,8 @@ def exact(data: Any, kind: type, where: str) -> Any:
 def _observation(data: Any, where: str) -> Any:
     if data is None or type(data) in (bool, int, float, str):
         return data
+    if type(data) is list:
+        return [_observation(item, f"{where}[{i}]") for i, item in enumerate(data)]
     tagged = exact(data, dict, where)
     tags = (*_TAGGED, *_BUILT_IN_TAGS)
     if len(tagged) != 1 or next(iter(tagged)) not in tags:

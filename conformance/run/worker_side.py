@@ -2,9 +2,11 @@
 next to the engine, and never in the runner.
 
 A worker is started by the pool with `initialize` (it caps its memory, loads the engine and notes
-what the engine owns), then runs the pool's tasks: `describe` (the engine's facts), `run` (one
-case), `call` (any function where the engine is) and `repro` (a repro script). Each answers with
-JSON text (`conformance.run.wire`), never a pickled object.
+what the engine owns), then runs the pool's tasks: `describe` (the engine's facts), `run` (observe
+one case: it gets the case's code and what to look at, never what is expected), `call` (any
+function where the engine is) and `repro` (a repro script, asked for once a case has failed).
+Each answers with JSON text (`conformance.run.wire`), never a pickled object, and no answer holds
+a verdict: the parent judges.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from conformance.casefile.case import Case
 from conformance.engines import load_engine
 from conformance.run import tamper, wire
-from conformance.run.executor import CaseResult, run_case
+from conformance.run.observe import CaseSeen, Plan, observe_case
 from conformance.run.repro import repro_script
 
 GRACE_S = 5.0
@@ -142,39 +144,29 @@ FACTS = {"name": "engine", "version": "unknown", "device": "cpu", "torch_version
 OTHER_FACTS = ("unavailable_reason", "features", "expectations")
 
 
-def run(case: Case, seed: int | None, timeout: float, stack_file: str | None) -> bytes:
-    """Run one case in the worker: the result, a repro script when it failed, the RSS, and
-    why the worker must be replaced after it (None: it may run the next case)."""
-    return wire.answer(_run_case, case, seed, timeout, stack_file)
+def run(plan: Plan, timeout: float, stack_file: str | None) -> bytes:
+    """Observe one case in the worker (`conformance.run.observe`): what it saw, the RSS, what
+    the case rebound of the engine (`tamper`) and why the worker must be replaced after it
+    (None: it may run the next case). No verdict: the parent judges what was seen."""
+    return wire.answer(_observe_case, plan, timeout, stack_file)
 
 
-def _run_case(case: Case, seed: int | None, timeout: float, stack_file: str | None
-              ) -> dict[str, Any]:
+def _observe_case(plan: Plan, timeout: float, stack_file: str | None) -> dict[str, Any]:
     engine = _WORKER.engine
     if isinstance(engine, BaseException):  # it loaded in the first worker, not in this one
         raise WorkerStartError(f"the engine could not be loaded in a fresh worker: "
                                f"{wire.type_name(engine)}: {wire.exception_text(engine)}")
     with _stack_on_hang(stack_file, timeout + GRACE_S / 2):
-        result = run_case(case, engine, seed, timeout=timeout)
+        seen = observe_case(plan, engine, timeout)
     replace = None
     tampered = tamper.tampered(_WORKER.watched)
     if tampered is not None:
-        result.verdict = "error"
-        result.message = (f"the case changed the engine itself ({tampered} was rebound), "
-                          "which would change the verdicts of later cases; the worker was "
-                          "replaced")
         replace = f"the case rebound {tampered}"
     leak = _state_leak(engine)
     if leak is not None and replace is None:
         replace = f"the case left engine state behind ({leak})"
-    script = None
-    if result.verdict in ("failed", "error"):
-        try:
-            script = repro_script(case, engine, result.seed, result.step)
-        except Exception as exc:  # noqa: BLE001 - a repro is a help, never a second failure
-            script = f"# no repro script: {wire.type_name(exc)}: {wire.exception_text(exc)}\n"
-    return {"result": wire.plain(result, CaseResult), "repro": None if script is None
-            else wire.text(script), "resident_bytes": _resident_bytes(), "replace": replace}
+    return {"seen": wire.plain(seen, CaseSeen), "tampered": tampered,
+            "resident_bytes": _resident_bytes(), "replace": replace}
 
 
 class _stack_on_hang:  # noqa: N801 - used as a `with` block, like contextlib's

@@ -61,8 +61,9 @@ from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources
 from conformance.engines import EngineError
 from conformance.engines.base import DESCRIBED
 from conformance.run import wire, worker_side
-from conformance.run.executor import DEFAULT_TIMEOUT, VERDICTS, CaseResult
+from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult, judge_seen
 from conformance.run.handle import Aborted, EngineCrashed, EngineHandle
+from conformance.run.observe import CaseSeen, Plan, cut
 from conformance.run.worker_side import GRACE_S, WorkerStartError, address_space_cap
 
 DEFAULT_MEMORY_MB = 4096
@@ -108,15 +109,20 @@ class RemoteEngine:
         return {**{key: getattr(self, key) for key in DESCRIBED}, "spec": self.spec}
 
 
+MAX_ANSWER_BYTES = 64 * 2**20
+"""The most a worker's answer about one case may hold: the worker cuts every text and array
+(`conformance.run.observe`), so only a worker that does not follow its own code sends more."""
+
+
 def _outcome(raw: Any) -> dict[str, Any]:
     """The parent's reading of `worker_side.run`'s answer."""
-    answer = wire.fields(wire.loads(raw), ("result", "repro", "resident_bytes", "replace"),
+    if type(raw) is bytes and len(raw) > MAX_ANSWER_BYTES:
+        raise wire.MalformedData(f"an answer of {len(raw):,} bytes (at most "
+                                 f"{MAX_ANSWER_BYTES:,})")
+    answer = wire.fields(wire.loads(raw), ("seen", "tampered", "resident_bytes", "replace"),
                          "answer")
-    result = wire.strict(answer["result"], CaseResult, "result")
-    if result.verdict not in VERDICTS:
-        raise wire.MalformedData(f"the verdict {result.verdict!r}")
-    return {"result": result,
-            "repro": wire.strict(answer["repro"], str | None, "repro"),
+    return {"seen": wire.strict(answer["seen"], CaseSeen, "seen"),
+            "tampered": wire.strict(answer["tampered"], str | None, "tampered"),
             "resident_bytes": wire.strict(answer["resident_bytes"], int, "resident_bytes"),
             "replace": wire.strict(answer["replace"], str | None, "replace")}
 
@@ -263,7 +269,8 @@ class EngineWorkers(EngineHandle):
             raise Aborted(case.id)
         self._clear_stack()
         self._future = future = self._schedule(
-            worker_side.run, args=(case, seed, timeout, self._stack_file), timeout=limit)
+            worker_side.run, args=(Plan.of(case, seed), timeout, self._stack_file),
+            timeout=limit)
         if self._aborted:
             # abort() ran between the check above and publishing the future, so it could not
             # cancel this one: cancel it here, or the run waits out the case's whole timeout.
@@ -292,9 +299,14 @@ class EngineWorkers(EngineHandle):
         except wire.MalformedData as exc:
             return self._lost(case, seed, f"the engine's worker sent malformed data ({exc})",
                               start)
-        result = outcome["result"]
-        if outcome["repro"] is not None:
-            self.repros[case.id] = outcome["repro"]
+        result = judge_seen(case, outcome["seen"], self.engine, seed)
+        if outcome["tampered"] is not None:
+            result.verdict = "error"
+            result.message = (f"the case changed the engine itself ({cut(outcome['tampered'])} "
+                              "was rebound), which would change the verdicts of later cases; "
+                              "the worker was replaced")
+        if result.verdict in ("failed", "error"):
+            self.repros[case.id] = self.repro_script(case, seed, result.step)
         replace = outcome["replace"]
         if replace is None and self.memory_bytes \
                 and outcome["resident_bytes"] > self.memory_bytes // 2:

@@ -141,13 +141,13 @@ def _send_text_that_is_not_json() -> None:
     json.dumps = lambda *args, **kwargs: "not JSON {"
 
 
-def _send_a_verdict_of_the_wrong_type() -> None:
+def _send_a_field_of_the_wrong_type() -> None:
     import json
 
     dumps = json.dumps
 
     def wrong(message: Any, *args: Any, **kwargs: Any) -> str:
-        message["ok"]["result"]["verdict"] = 1
+        message["ok"]["seen"]["duration_s"] = "fast"
         return dumps(message, *args, **kwargs)
 
     json.dumps = wrong
@@ -159,7 +159,7 @@ def sends_malformed_text() -> TorchLikeEngine:
 
 
 def sends_malformed_fields() -> TorchLikeEngine:
-    return _Faulty("malformed-fields", _send_a_verdict_of_the_wrong_type)
+    return _Faulty("malformed-fields", _send_a_field_of_the_wrong_type)
 
 
 def pid() -> TorchLikeEngine:

@@ -3,6 +3,7 @@ autograd (not eager PyTorch under another name)."""
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import inspect
 import linecache
@@ -16,7 +17,8 @@ from conformance.casefile.files import DEFAULT_SPEC_DIR
 from conformance.casefile.loader import load
 from conformance.engines import load_engine
 from conformance.run import snippets
-from conformance.run.executor import new_namespace, run_case
+from conformance.run.executor import run_case
+from conformance.run.observe import new_namespace
 
 torch = pytest.importorskip("torch", reason="compiled autograd is PyTorch's")
 
@@ -104,10 +106,16 @@ def test_the_engine_is_not_eager_torch(compiled) -> None:
     assert "b.grad" in result.message
 
 
-def test_dynamo_guards_see_python_builtins(compiled) -> None:
+def test_dynamo_guards_see_the_guarded_getattr(compiled) -> None:
     # Dynamo evaluates guards on a snippet's hook in the snippet's globals; with the case
-    # sandbox's builtins this case failed in a fresh worker (KeyError: getattr) and passed
-    # only after other cases had run.
+    # sandbox's builtins alone this case failed in a fresh worker (KeyError: getattr) and
+    # passed only after other cases had run. It gets a getattr that reads nothing private,
+    # and no other builtin the vocabulary does not list.
     cases = {c.id: c for c in load([DEFAULT_SPEC_DIR / "cases"]).cases}
     result = run_case(cases["hooks.post-accumulate-grad-hook"], compiled, timeout=None)
     assert result.verdict == "passed", result.message
+    given = new_namespace(compiled, np.random.default_rng(0))["__builtins__"]
+    assert not {"eval", "exec", "open", "compile", "globals", "vars"} & set(given)
+    assert given["getattr"] is not builtins.getattr
+    with pytest.raises(AttributeError, match="private"):
+        given["getattr"](compiled, "__class__")

@@ -15,7 +15,8 @@ import pytest
 
 from conformance.casefile.case import Case
 from conformance.engines import TorchLikeEngine, load_engine
-from conformance.run.compare import NoValues, compare, describe, helpers
+from conformance.run.compare import compare, describe
+from conformance.run.observe import TensorSeen, helpers
 from conformance.run.executor import run_case
 from conformance.run.repro import repro_script
 
@@ -84,7 +85,8 @@ def test_np_expectation_reading_a_meta_tensor_names_it(torch_engine):
     import torch
 
     cpu = torch.ones(3)
-    problem = compare(cpu, {"np": "m * 0 + 1"}, torch_engine, {"m": NoValues("m", "meta")})
+    problem = compare(cpu, {"np": "m * 0 + 1"}, torch_engine,
+                      {"m": TensorSeen("tensor", "float32", (3,), "meta", None)})
     assert problem == ("the expected value reads m, a meta tensor whose values cannot be read; "
                        "expect its shape/dtype/device instead")
 

@@ -23,11 +23,20 @@ from conformance.fuzz.differential import (
 )
 from conformance.fuzz.runner import decode_records
 from conformance.run.executor import CaseResult, Check
+from conformance.run.observe import (
+    CaseSeen,
+    ExceptionSeen,
+    ObservingRaised,
+    StepSeen,
+    TensorSeen,
+    WarningSeen,
+    seen_value,
+)
 from conformance.run.wire import MalformedData, Opaque, loads
 from conformance.run.wire import answer as _answer
 from conformance.run.wire import plain as _plain
 from conformance.run.wire import strict as _strict
-from conformance.run.workers import EngineWorkers, _outcome
+from conformance.run.workers import MAX_ANSWER_BYTES, EngineWorkers, _outcome
 from conformance.verdict.suite import run_suite
 
 
@@ -84,7 +93,7 @@ def test_an_engines_value_cannot_run_code_in_the_runner(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("factory", "what"), [
     ("sends_malformed_text", "text that is not JSON"),
-    ("sends_malformed_fields", "result.verdict: a int where a str belongs"),
+    ("sends_malformed_fields", "seen.duration_s: a str where a float belongs"),
 ], ids=["not JSON", "a field of the wrong type"])
 def test_malformed_data_from_a_worker_is_an_error_of_that_case(tmp_path: Path, factory: str,
                                                                what: str) -> None:
@@ -114,36 +123,46 @@ def _hostile(text: str, marker: Path) -> str:
     return value
 
 
-def test_a_str_subclass_in_a_result_crosses_as_plain_text(tmp_path: Path) -> None:
+def _seen(text: str) -> CaseSeen:
+    exception = ExceptionSeen((("builtins", "RuntimeError"),), text, 0, 1, (1, 1, 0, 5), False,
+                              False, None, False)
+    tensor = TensorSeen("tensor", "float32", (2,), "cpu", np.array([1.0, 2.0], np.float32))
+    return CaseSeen([StepSeen(exception, [WarningSeen((("builtins", "UserWarning"),), text)],
+                              {"x": seen_value([tensor, (text, 1)], None),
+                               "y": ObservingRaised("E", text)},
+                              {"x": tensor})], "timeout", 0, text, 0.5)
+
+
+def _answer_of(seen: CaseSeen, **fields: Any) -> bytes:
+    return _answer(lambda: {"seen": _plain(seen, CaseSeen), "tampered": None,
+                            "resident_bytes": 10, "replace": None, **fields})
+
+
+def test_a_str_subclass_in_what_was_seen_crosses_as_plain_text(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    shown = _hostile("shown", marker)
-    result = CaseResult(case_id=_hostile("t.c", marker), engine="e", verdict="failed",
-                        actual=shown, message=shown, duration_s=0.5, seed=3,
-                        checks=[Check(0, "semantics", "x", shown, expected="1", actual=shown)])
-    raw = _answer(lambda: {"result": _plain(result, CaseResult), "repro": shown,
-                           "resident_bytes": 10, "replace": None})
-    assert type(raw) is bytes
-    outcome = _outcome(raw)
-    back = outcome["result"]
-    assert back == CaseResult(case_id="t.c", engine="e", verdict="failed", actual="shown",
-                              message="shown", duration_s=0.5, seed=3,
-                              checks=[Check(0, "semantics", "x", "shown", "1", "shown")])
-    for text in (back.case_id, back.actual, back.message, back.checks[0].actual,
-                 outcome["repro"]):
-        assert type(text) is str
+    outcome = _outcome(_answer_of(_seen(_hostile("shown", marker))))
+    back = outcome["seen"]
+    step = back.steps[0]
+    for text in (back.message, step.raised.message, step.warnings[0].message,
+                 step.values["x"][1][0], step.values["y"].message):
+        assert type(text) is str and text == "shown"
     assert not marker.exists()
 
 
-def test_every_field_of_a_result_crosses() -> None:
-    result = CaseResult(case_id="t.c", engine="e", verdict="xfail", topic="t", step=2,
-                        snippet="x = 1", expected="1", actual="2", message="m\n\u2028",
-                        duration_s=1.25, seed=7, reason="known", level="semantics",
-                        checks=[Check(1, "surface", "repr(x)", "m", None, "a", None),
-                                Check(2, "semantics", "x", "n", "e", None, "s")])
-    raw = _answer(lambda: {"result": _plain(result, CaseResult), "repro": None,
-                           "resident_bytes": 0, "replace": "why"})
-    assert _outcome(raw) == {"result": result, "repro": None, "resident_bytes": 0,
-                             "replace": "why"}
+def test_every_field_of_what_was_seen_crosses() -> None:
+    seen = _seen("m\n\u2028")
+    outcome = _outcome(_answer_of(seen, replace="why"))
+    back = outcome["seen"]
+    assert outcome["replace"] == "why" and outcome["resident_bytes"] == 10
+    np.testing.assert_array_equal(back.steps[0].arrays["x"].values, [1.0, 2.0])
+    assert back.steps[0].values["x"][0].values.dtype == np.float32
+    # Arrays compare by identity in a dataclass's ==: compare the rest field by field.
+    assert (back.ended, back.ended_in, back.message, back.duration_s) == ("timeout", 0,
+                                                                          seen.message, 0.5)
+    assert back.steps[0].raised == seen.steps[0].raised
+    assert back.steps[0].warnings == seen.steps[0].warnings
+    assert back.steps[0].values["y"] == seen.steps[0].values["y"]
+    assert back.steps[0].values["x"][1] == seen.steps[0].values["x"][1]
 
 
 def _record() -> StepRecord:
@@ -233,11 +252,22 @@ def test_malformed_records_are_refused_with_a_reason(message: Any) -> None:
         _records(raw)
 
 
-def test_a_result_whose_verdict_is_unknown_is_refused() -> None:
-    result = CaseResult(case_id="t.c", engine="e", verdict="triumph")
+def test_a_worker_cannot_send_a_verdict() -> None:
+    # The parent judges: an answer that carries a result of its own is refused, whatever it
+    # says, and a field the parent does not know is no way around that.
+    result = CaseResult(case_id="t.c", engine="e", verdict="passed")
     raw = _answer(lambda: {"result": _plain(result, CaseResult), "repro": None,
                            "resident_bytes": 0, "replace": None})
-    with pytest.raises(MalformedData, match="triumph"):
+    with pytest.raises(MalformedData, match="seen"):
+        _outcome(raw)
+    with pytest.raises(MalformedData, match="fields"):
+        _outcome(_answer(lambda: {"seen": _plain(_seen("x"), CaseSeen), "tampered": None,
+                                  "resident_bytes": 0, "replace": None, "verdict": "passed"}))
+
+
+def test_an_answer_past_its_bound_is_refused_before_it_is_read() -> None:
+    raw = b'{"ok": "' + b"A" * (MAX_ANSWER_BYTES + 1) + b'"}'
+    with pytest.raises(MalformedData, match="bytes"):
         _outcome(raw)
 
 
