@@ -16,7 +16,12 @@ from typing import Any
 from conformance.casefile.case import Case
 from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult, unrunnable
 from conformance.run.handle import EngineHandle
+from conformance.run.observe import cut
 from conformance.verdict.expectations import Entry, Expectations
+
+
+REASON_LIMIT = 2000
+"""Characters of an expectations entry's reason a result carries."""
 
 
 def judge(case: Case, handle: EngineHandle, expectations: Expectations, *,
@@ -39,7 +44,9 @@ def settle(result: CaseResult, entry: Entry | None, source: str | None) -> CaseR
     """Apply the engine's expectations entry: a listed failure is `xfail`, a listed case that
     passed is `stale`."""
     if entry is not None:
-        result.reason = entry.reason
+        # An expectations file is text from outside: a reason is copied into every result it
+        # covers, so a long one is cut once here rather than written out thousands of times.
+        result.reason = cut(entry.reason, REASON_LIMIT)
         if result.verdict in ("failed", "error"):
             result.verdict = "xfail"
         elif result.verdict == "passed":

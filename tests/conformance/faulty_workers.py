@@ -249,3 +249,12 @@ def marks() -> TorchLikeEngine:
     """refimpl with `marked(path)`: a value whose repr, once pickled and unpickled, writes a
     file (run a case that observes it and fails, and the repr is the failure's `actual`)."""
     return _Marks("marks", lambda: None)
+
+
+def observes_nothing() -> TorchLikeEngine:
+    """An adapter that replaces, in its own worker, the runner's observing of a case with one
+    that runs nothing and says it saw nothing (all an adapter can say: no verdict crosses)."""
+    from conformance.run import observe, worker_side
+
+    worker_side.observe_case = lambda plan, engine, timeout: observe.CaseSeen([])
+    return TorchLikeEngine("observes-nothing", "refimpl")
