@@ -171,11 +171,20 @@ def refusal_problem(raised: ExceptionSeen, statement: ast.stmt, expected_type: s
             return f"{what}: the engine crashed, which is not a refusal"
     where = stage_of(statement, node)
     if "backward" in (expected_stage, where) and not ran_backward \
-            and not same_head(raised.message, expected_message):
+            and not _worded_as_expected(raised, expected_message):
         return (f"{what}: a refusal of backward in the engine's own words, and the case has not "
                 "seen the engine run a backward: an engine that cannot run backward at all "
                 "would refuse the same way (the message must begin as PyTorch's does)")
     return None
+
+
+def _worded_as_expected(raised: ExceptionSeen, expected: str | None) -> bool:
+    """Whether the message says what PyTorch's does: the same head, or (for a refusal the
+    interpreter words, an unknown keyword) the same phrase and names."""
+    if same_head(raised.message, expected):
+        return True
+    return raised.is_a("TypeError") and expected is not None and _same_mechanics(
+        _first_line(raised.message), expected.splitlines()[0] if expected else "")
 
 
 def same_head(actual: str, expected: str | None) -> bool:
