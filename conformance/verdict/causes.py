@@ -25,15 +25,48 @@ from typing import Any
 import yaml
 
 _KEY = re.compile(r"^([A-Za-z_][\w.]*)\(([^()]*)\)")
-_PATTERNS = (
+MAX_LINE = 4000
+"""How much of a message's first line a cause is made from: an engine's text can be any length,
+and no cause needs more to be told apart."""
+
+
+class _Spans:
+    """Each span from a match of `opening` to the first match after it of the closing pattern
+    for what opened (`closing[match]`), as the lazy regex `opening.*?closing` finds them but in
+    linear time. The regex tries every opening and looks for its end up to the end of the line,
+    so a line of many unclosed openings took minutes; here an opening of a kind once found
+    unclosed is skipped, since no end follows a later one either."""
+
+    def __init__(self, opening: str, closing: Mapping[str, str]) -> None:
+        self.opening = re.compile(opening)
+        self.closing = {kind: re.compile(pattern) for kind, pattern in closing.items()}
+
+    def sub(self, replacement: str, text: str) -> str:
+        parts, done, at, unclosed = [], 0, 0, set()
+        while (start := self.opening.search(text, at)) is not None:
+            kind = start.group()
+            end = None if kind in unclosed else self.closing[kind].search(text, start.end())
+            if end is None:
+                unclosed.add(kind)
+                at = start.start() + 1
+                continue
+            parts += [text[done:start.start()], replacement]
+            done = at = end.end()
+        return "".join(parts) + text[done:]
+
+
+# Each rewrites one line (a message's first, so no newline) in time linear in its length: the
+# text is an engine's, so no pattern may scan the rest of the line again from every position.
+_PATTERNS: tuple[tuple[re.Pattern[str] | _Spans, str], ...] = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
     # What is missing is the cause: keep the name in "has no attribute 'x'", "name 'x' ...".
     # A quote opens only where no letter precedes it and closes only where none follows, so
     # the apostrophes of "the engine's" and "can't" are text, not quotes.
-    (re.compile(r"(?<!attribute )(?<!name )(?<!\w)'(?:[^'\n]|'(?=\w))*'(?!\w)"
-                r"|\"[^\"\n]*\""), "'…'"),
+    (_Spans(r"(?<!attribute )(?<!name )(?<!\w)'|\"", {"'": r"'(?!\w)", '"': '"'}), "'…'"),
+    # Text and bracketed text, one level deep: no character both ends a run and starts the next.
     (re.compile(r"\[[^\[\]\n]*(\[[^\[\]\n]*\][^\[\]\n]*)*\]"), "[…]"),
-    (re.compile(r"tensor\([^\n]*?\)(?=,|$| )"), "tensor(…)"),
+    # A tensor's text runs to the first `)` before a comma, a space or the line's end.
+    (_Spans(r"tensor\(", {"tensor(": r"\)(?=,|$| )"}), "tensor(…)"),
     (re.compile(r"\b\d+(\.\d+)?(e[-+]?\d+)?\b"), "N"),
     (re.compile(r"\s+"), " "),
 )
@@ -52,7 +85,7 @@ def unfilled(results: Any, level: str) -> list[Any]:
 
 def normalise(message: str) -> str:
     """The cause of a failure message: its first line without what varies between cases."""
-    text = (message.splitlines() or [""])[0]
+    text = (message.splitlines() or [""])[0][:MAX_LINE]
     text = re.sub(r" \(and N more failed check\(s\)\)$", "",
                   re.sub(r"\(and \d+ more failed check\(s\)\)", "(and N more failed check(s))",
                          text))
