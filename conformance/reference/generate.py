@@ -34,7 +34,16 @@ from conformance.casefile.sources import SourceDocument
 from conformance.reference import graphs, rst
 from conformance.reference.messages import build_index, messages_page
 from conformance.reference.results import EngineResults, engine_facts, first_line
-from conformance.reference.sections import byline, case_section, counts_text, doc_link, toctree
+from conformance.reference.sections import (
+    byline,
+    case_section,
+    counts_text,
+    doc_link,
+    engine_link,
+    engine_page,
+    toctree,
+    verdict_badge,
+)
 from conformance.reference.session import render_case
 from conformance.reference.site import (
     EXAMPLE_CASE,
@@ -77,7 +86,14 @@ def write_sources(site: Site, folder: Path) -> list[str]:
     for doc in site.sources.values():
         pages[f"sources/{doc.id}.rst"] = source_page(site, doc)
     for results in site.results:
-        pages[f"engines/{results.name}.rst"] = engine_page(site, results)
+        pages[f"{engine_page(results.name)}.rst"] = engine_results_page(site, results)
+    for name in pages:
+        # A page's name is made from data (a topic, a document's id): it must name a file
+        # inside the folder, whatever that data holds.
+        if ".." in Path(name).parts or not (folder / name).resolve().is_relative_to(
+                folder.resolve()):
+            raise GenerateError(f"the page {name!r} would be written outside {folder}; "
+                                "rename what it is made from")
     _clear(folder)
     (folder / "_static").mkdir(parents=True, exist_ok=True)
     (folder / "conf.py").write_text(CONF, encoding="utf-8")
@@ -496,7 +512,7 @@ def engines_index(site: Site) -> str:
     rows = []
     for results in site.results:
         counts = results.counts()
-        name = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
+        name = engine_link(results.name)
         version = rst.text(results.version if results.available else
                            f"unavailable: {results.unavailable_reason}")
         rows.append([name, version, rst.text(results.level),
@@ -512,11 +528,11 @@ def engines_index(site: Site) -> str:
                    *(counts_text(r.counts(c.id for c in site.cases)) for r in site.results)])
     out.append(rst.table(["topic", "cases", *(rst.text(r.name) for r in site.results)], matrix,
                          classes="matrix"))
-    out.append(toctree([f"{r.name}" for r in site.results]))
+    out.append(toctree([engine_page(r.name).removeprefix("engines/") for r in site.results]))
     return "\n".join(out)
 
 
-def engine_page(site: Site, results: EngineResults) -> str:
+def engine_results_page(site: Site, results: EngineResults) -> str:
     out = [rst.heading(rst.text(results.name), "=")]
     facts = [[rst.text(k), rst.text(v)] for k, v in engine_facts(results).items()]
     out.append(rst.table(["", ""], facts, [25, 75]).replace(":header-rows: 1",
@@ -537,8 +553,8 @@ def engine_page(site: Site, results: EngineResults) -> str:
         out.append(rst.heading("Failures", "-"))
         for case_id in bad:
             found = results.verdicts[case_id]
-            step = f" (step {found.step})" if found.step is not None else ""
-            out.append(f"- :spec:case:`{case_id}` :spec:verdict:`{found.verdict}`{step}\n")
+            step = f" (step {rst.text(found.step)})" if found.step is not None else ""
+            out.append(f"- :spec:case:`{case_id}` {verdict_badge(found.verdict)}{step}\n")
             out.append(rst.indent(rst.literal(found.message or "(no message)"), 2))
     for verdict, title, explain in (
             ("xfail", "Known failures (xfail)",
@@ -580,7 +596,7 @@ def features_page(site: Site) -> str:
         lacking = [r.name for r in site.results if name in _lacked_features(r)]
         if lacking:
             body.append("Engines without it: " + ", ".join(
-                f":doc:`{rst.text(n)} </engines/{n}>`" for n in lacking) + ".\n")
+                engine_link(n) for n in lacking) + ".\n")
         if members:
             body.append(f"Needed by {len(members)} case{'s' if len(members) != 1 else ''}: "
                         + ", ".join(f":spec:case:`{c}`" for c in members) + "\n")

@@ -14,10 +14,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from conformance.casefile.case import Case
-from conformance.run.executor import VERDICTS
+from conformance.engines.base import Strictness
+from conformance.run.executor import LEVELS, VERDICTS
+from conformance.run.labels import LabelError, engine_name, known, plain_line
 
 # The CPU engines whose adapters live in this package: the builtins (PyTorch, refimpl, PyTorch
 # with compiled autograd) and the third-party adapters it ships (JAX, HIPS autograd and MLX on
@@ -116,30 +118,46 @@ def read_reports(folder: Path) -> list[EngineResults]:
 
 
 def _read_report(path: Path) -> list[EngineResults]:
+    """The engines of one report. Its names, levels and verdicts become file names, links
+    and markup on the pages, so each must be one the runner writes (`conformance.run.labels`);
+    its free text is cut to one line."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         engines = data["engines"]
         rows = data["results"]
         out = []
-        for info in engines:
+        for index, info in enumerate(engines):
+            where = f"engines[{index}]"
+            name = engine_name(info["name"], f"{where}.name")
+            strictness = info.get("message_strictness") or ""
+            if strictness:
+                known(strictness, get_args(Strictness), "message strictness",
+                      f"{where}.message_strictness")
+            reason = info.get("unavailable_reason")
             results = EngineResults(
-                name=str(info["name"]), version=str(info.get("version", "unknown")),
-                device=str(info.get("device", "cpu")),
-                torch_version=str(info.get("torch_version", "")),
-                message_strictness=str(info.get("message_strictness", "")),
-                available=bool(info.get("available", True)),
-                unavailable_reason=info.get("unavailable_reason"),
+                name=name, version=plain_line(info.get("version", "unknown")),
+                device=plain_line(info.get("device", "cpu")),
+                torch_version=plain_line(info.get("torch_version", "")),
+                message_strictness=strictness, available=bool(info.get("available", True)),
+                unavailable_reason=None if reason is None else plain_line(reason, 1000),
                 wall_s=float(info.get("wall_time_s", 0.0)), origin=f"the report {path.name}",
-                level=str(info.get("level", "full")))
-            for row in rows:
+                level=known(info.get("level", "full"), LEVELS, "level", f"{where}.level"))
+            for number, row in enumerate(rows):
                 if row["engine"] == results.name:
                     # At the level the run held the engine to, as its summary counts them.
                     verdict = (row.get("verdicts") or {}).get(results.level, row["verdict"])
+                    why, step = row.get("reason"), row.get("step")
+                    if step is not None and type(step) is not int:
+                        raise LabelError(f"results[{number}].step: {step!r:.80} is not a step "
+                                         "number: use an integer or null")
                     results.verdicts[str(row["case_id"])] = Verdict(
-                        str(verdict), str(row.get("message") or ""), row.get("reason"),
-                        row.get("step"))
+                        known(verdict, VERDICTS, "verdict", f"results[{number}].verdict"),
+                        str(row.get("message") or ""), None if why is None else str(why), step)
             out.append(results)
         return out
+    except LabelError as exc:
+        raise ReportsError(f"{path}: {exc}. Write the report again with `python -m "
+                           "conformance run --json PATH`, or remove it from the folder") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ReportsError(f"{path}: not a report of `python -m conformance run --json` "
                            f"({type(exc).__name__}: {exc})") from exc

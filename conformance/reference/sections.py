@@ -14,7 +14,8 @@ from conformance.casefile.sources import SourceDocument, collapse
 from conformance.reference import graphs, rst
 from conformance.reference.results import describe
 from conformance.reference.session import render_case
-from conformance.reference.site import SHORT_ORACLE, SHOWN_VERDICTS, Site
+from conformance.reference.site import SHORT_ORACLE, SHOWN_VERDICTS, GenerateError, Site
+from conformance.run.labels import LabelError, engine_name
 
 
 def toctree(entries: Iterable[str], caption: str | None = None, hidden: bool = True,
@@ -31,9 +32,39 @@ def toctree(entries: Iterable[str], caption: str | None = None, hidden: bool = T
 
 def counts_text(counts: Mapping[str, int]) -> str:
     """A `:spec:verdict:` badge for each non-zero count: `11 passed`, `2 xfail`."""
-    parts = [f":spec:verdict:`{counts[verdict]} {verdict}`" for verdict in SHOWN_VERDICTS
+    parts = [verdict_badge(verdict, int(counts[verdict])) for verdict in SHOWN_VERDICTS
              if counts.get(verdict)]
     return " ".join(parts) if parts else "none run"
+
+
+BADGES = (*SHOWN_VERDICTS, "not run")
+
+
+def verdict_badge(verdict: str, count: int | None = None) -> str:
+    """`:spec:verdict:` for one of `BADGES`, with a count when given. A role's text cannot be
+    escaped, so any other verdict (read from a report nobody checked) is shown as plain text."""
+    if verdict not in BADGES:
+        return rst.text(verdict if count is None else f"{count} {verdict}")
+    shown = verdict.replace(" ", "-")
+    return f":spec:verdict:`{shown if count is None else f'{count} {shown}'}`"
+
+
+def engine_page(name: str) -> str:
+    """The page of the engine `name` (`engines/torch`). The name is a file name and a link
+    target, so it must be a valid engine name (`conformance.run.labels.NAME`)."""
+    try:
+        name = engine_name(name, "an engine of the reference")
+    except LabelError as exc:
+        raise GenerateError(str(exc)) from None
+    if name == "index":
+        raise GenerateError("an engine named 'index' would replace the engines' index page; "
+                            "give the engine another name")
+    return f"engines/{name}"
+
+
+def engine_link(name: str) -> str:
+    """A link to the engine's page, titled by its name."""
+    return f":doc:`{rst.text(name)} </{engine_page(name)}>`"
 
 
 def byline(doc: SourceDocument) -> str:
@@ -120,8 +151,8 @@ def _engine_lines(site: Site, case: Case) -> str:
     reasons = []
     for results in site.results:
         verdict, why = describe(results, case.id)
-        link = f":doc:`{rst.text(results.name)} </engines/{results.name}>`"
-        verdicts.append(f"{link} :spec:verdict:`{verdict.replace(' ', '-')}`")
+        link = engine_link(results.name)
+        verdicts.append(f"{link} {verdict_badge(verdict)}")
         if why:
             reasons.append(f"- {link}: {rst.text(why)}")
     out = [".. rst-class:: engine-line\n", "**Engines:** " + " · ".join(verdicts) + "\n"]
