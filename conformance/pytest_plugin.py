@@ -91,6 +91,7 @@ class CaseItem(pytest.Item):
         self.result: Any = None
 
     def runtest(self) -> None:
+        from conformance.report.formats import terminal_text
         from conformance.run.executor import DEFAULT_TIMEOUT
         from conformance.verdict.judge import judge
 
@@ -101,26 +102,31 @@ class CaseItem(pytest.Item):
         # The verdict `run` reports: at `semantics`, a case whose only failed checks are
         # PyTorch's surface has passed.
         verdict = result.verdict_at(result.level)
+        # pytest prints these reasons in its summary as they are: an expectations file's or an
+        # engine's text must not drive the terminal.
         if verdict == "unsupported":
-            pytest.skip(result.message)
+            pytest.skip(terminal_text(result.message))
         if verdict == "xfail":
-            pytest.xfail(result.reason or result.message)
+            pytest.xfail(terminal_text(result.reason or result.message))
         if verdict == "stale":
-            warnings.warn(pytest.PytestWarning(result.message), stacklevel=1)
+            warnings.warn(pytest.PytestWarning(terminal_text(result.message)), stacklevel=1)
         if verdict in ("failed", "error"):
             raise CaseFailure()
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailure) and self.result is not None:
-            from conformance.report.formats import failure_text
+            from conformance.report.formats import failure_text, terminal_text
 
             script = self.engine.repros.get(self.case.id, "(none: see the message above)")
             where = f"{self.case.file}:{self.case.line}" if self.case.file else "(in memory)"
-            return (f"{failure_text(self.result)}\n  case defined at {where}\n\n"
-                    f"repro script:\n{script}")
+            return terminal_text(f"{failure_text(self.result)}\n  case defined at {where}\n\n"
+                                 f"repro script:\n{script}")
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path | str, int | None, str]:
         line = self.case.line - 1 if self.case.line else None
-        return self.case.file or "<case>", line, f"{self.case.id} on {self.engine.facts.name}"
+        from conformance.report.formats import terminal_text
+
+        return self.case.file or "<case>", line, \
+            terminal_text(f"{self.case.id} on {self.engine.facts.name}")

@@ -27,6 +27,7 @@ from conformance.fuzz.parallel import ShardError, fuzz_in_parallel, jobs_value
 from conformance.fuzz.profiles import PROFILES
 from conformance.fuzz.runner import FuzzResult, FuzzSetupError, fuzz, prefer_single_thread
 from conformance.fuzz.strategies import FAMILIES
+from conformance.report.formats import terminal_text
 from conformance.run.workers import WorkerStartError
 
 
@@ -133,9 +134,11 @@ def _run_in_parallel(args: argparse.Namespace, reference: str, other: str, jobs:
 
 
 def _report(result: FuzzResult) -> int:
+    # A mismatch shows each engine's own words (an error's message, a value's text): escaped,
+    # so that no engine drives the terminal.
     for finding in (result.finding, *result.more_findings):
         if finding is not None:
-            print(finding.message())
+            print(terminal_text(finding.message()))
             print()
-    print(result.summary())
+    print(terminal_text(result.summary()))
     return 1 if result.finding is not None else 0
