@@ -27,6 +27,7 @@ from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources, load
 from conformance.report.findings import DEFAULT_DIR as FINDINGS_DIR
 from conformance.report.findings import render_findings
 from conformance.report.formats import markdown_code, markdown_text, terminal_text, write_atomic
+from conformance.run.labels import LabelError, engine_name
 
 DEFAULT_OUT = Path("reports") / "engines"
 BUG = "BUG:"
@@ -61,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
         print(terminal_text(f"error: {exc}"), file=sys.stderr)
         return 2
     try:
+        # Each name becomes a file name: one that could leave the folder is refused.
+        for engine in workers:
+            engine_name(engine.facts.name, f"the engine {engine.spec!r} (its describe())")
         report = run_suite(loaded.cases, workers, level="full")
+    except LabelError as exc:
+        print(terminal_text(f"error: {exc}"), file=sys.stderr)
+        return 2
     finally:
         for engine in workers:
             engine.close()
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         findings = args.findings / run_.engine.name
         write_atomic(path, render(run_, rules,
                                   findings if (findings / "findings.yaml").is_file() else None))
-        print(f"wrote {path}")
+        print(terminal_text(f"wrote {path}"))
     # Each engine answers at the level it is held to (the tape's engines at semantics): a
     # report of surface differences, listed as such, is not a failed run.
     held_ok = all(result.verdict_at(getattr(run_.engine, "level", "full") or "full")
@@ -168,7 +175,7 @@ def render(run: Any, rules: dict[str, str], findings: Path | None = None) -> str
     if failing:
         lines += ["", "## Not yet in the expectations file", ""]
         # The engine's own words: every character that Markdown or HTML would read is escaped.
-        lines += [f"- {markdown_code(r.case_id, in_table=False)}: {r.verdict}: "
+        lines += [f"- {markdown_code(r.case_id, in_table=False)}: {markdown_text(r.verdict)}: "
                   f"{markdown_text((r.message.splitlines() or [''])[0])}" for r in failing]
     return "\n".join(lines) + "\n"
 

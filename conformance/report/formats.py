@@ -25,17 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from conformance.run.executor import LEVELS
+from conformance.run.labels import CONTROL, escape_controls, plain_line
 from conformance.verdict.causes import PLACEHOLDER, by_cause, expectations_text, unfilled
 from conformance.verdict.expectations import Expectations
 from conformance.verdict.suite import SuiteReport, suite_info
 
 COLUMNS = ("passed", "failed", "error", "unsupported", "xfail")
+# XML 1.0 forbids these even as character references: what `terminal_text` leaves of them (the
+# non-characters U+FFFE and U+FFFF) is written as an escape too.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-# What a terminal obeys instead of showing (C0 but newline and tab, DEL, C1 with its 8-bit CSI
-# and NEL), what breaks a line where a reader does not expect it (U+2028, U+2029) and what
-# reorders the text shown after it (bidi marks, embeddings, overrides and isolates).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-                     "\u202a-\u202e\u2066-\u2069]")
 # Markdown reads these as markup: emphasis, code, links, tables, strikethrough, headings, and
 # `_` only at a word's edge (inside a word, as in is_leaf, it is text and stays readable).
 _MARKDOWN = re.compile(r"[\\`*\[\]|~#]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
@@ -55,12 +53,7 @@ def terminal_text(text: str) -> str:
     escape sequence that clears the screen or sets the title, a carriage return that hides
     what came before it, a bidi override) written as a visible escape such as `\\x1b`;
     newlines and tabs stay."""
-    return _UNSAFE.sub(_visible, safe_text(text))
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return escape_controls(safe_text(text), keep="\n\t")
 
 
 def markdown_text(text: str) -> str:
@@ -96,7 +89,7 @@ def _longest_run(text: str, char: str) -> int:
 
 
 def _xml_text(text: str) -> str:
-    return _XML_ILLEGAL.sub(lambda m: f"\\x{ord(m.group()):02x}", terminal_text(text))
+    return _XML_ILLEGAL.sub(lambda m: f"\\u{ord(m.group()):04x}", terminal_text(text))
 
 
 def running_placeholder(kind: str) -> str:
@@ -127,11 +120,11 @@ def summary_table(report: SuiteReport) -> str:
     for topic in report.topics():
         for run in report.runs:
             counts = run.summary(topic)
-            rows.append((terminal_text(topic), terminal_text(run.engine.name),
+            rows.append((plain_line(topic), plain_line(run.engine.name),
                          *(str(counts[c]) for c in columns)))
     for run in report.runs:
         counts = run.summary()
-        rows.append(("TOTAL", terminal_text(run.engine.name), *(str(counts[c]) for c in columns)))
+        rows.append(("TOTAL", plain_line(run.engine.name), *(str(counts[c]) for c in columns)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
@@ -142,10 +135,13 @@ def summary_table(report: SuiteReport) -> str:
             lines.append("-" * len(lines[-1]))
     for run in report.runs:
         engine = run.engine
-        state = "" if engine.available else f"  UNAVAILABLE: {engine.unavailable_reason}"
+        state = "" if engine.available else \
+            f"  UNAVAILABLE: {plain_line(engine.unavailable_reason, 1000)}"
         other = "semantics" if run.level == "full" else "full"
         counts = run.summary(level=other)
-        lines.append(f"{engine.name}: {engine.version} on {engine.device}, level {run.level} "
+        # Each fact on its own line: a newline in an engine's version cannot forge another.
+        lines.append(f"{plain_line(engine.name)}: {plain_line(engine.version)} on "
+                     f"{plain_line(engine.device)}, level {plain_line(run.level)} "
                      f"(at {other}: {counts['passed']} passed, {counts['failed']} failed, "
                      f"{counts['error']} error), {run.wall_s:.2f} s{state}")
         for entry in run.unused_expectations:
@@ -164,7 +160,8 @@ def summary_table(report: SuiteReport) -> str:
 def failure_text(result: Any) -> str:
     """A failure as a person reads it: case, step, snippet, expected against actual (safe to
     print: see `terminal_text`)."""
-    lines = [f"{result.case_id} [{result.engine}]: {result.verdict}"]
+    lines = [f"{plain_line(result.case_id)} [{plain_line(result.engine)}]: "
+             f"{plain_line(result.verdict)}"]
     if result.step is not None:
         lines.append(f"  step {result.step}:")
     if result.snippet:
@@ -177,7 +174,7 @@ def failure_text(result: Any) -> str:
     checks = getattr(result, "checks", None) or []
     if len(checks) > 1:
         lines.append("  every failed check:")
-        lines += [f"    step {c.step} [{c.level}] {c.message}" for c in checks]
+        lines += [f"    step {c.step} [{plain_line(c.level)}] {c.message}" for c in checks]
     return terminal_text("\n".join(lines))
 
 
@@ -216,20 +213,21 @@ def to_junit(report: SuiteReport) -> str:
     for run in report.runs:
         counts = run.summary()
         suite = ET.SubElement(
-            root, "testsuite", name=run.engine.name, tests=str(len(run.results)),
+            root, "testsuite", name=_xml_text(run.engine.name), tests=str(len(run.results)),
             failures=str(counts["failed"]), errors=str(counts["error"]),
             skipped=str(counts["unsupported"] + counts["xfail"]), time=f"{run.wall_s:.3f}",
         )
         for result in run.results:
-            case = ET.SubElement(suite, "testcase", classname=f"{run.engine.name}.{result.topic}",
-                                 name=result.case_id, time=f"{result.duration_s:.4f}")
+            case = ET.SubElement(suite, "testcase",
+                                 classname=_xml_text(f"{run.engine.name}.{result.topic}"),
+                                 name=_xml_text(result.case_id), time=f"{result.duration_s:.4f}")
             if result.verdict in ("failed", "error"):
                 first = (result.message.splitlines() or [""])[0]
                 node = ET.SubElement(case, "failure" if result.verdict == "failed" else "error",
                                      message=_xml_text(first))
                 node.text = _xml_text(failure_text(result))
             elif result.verdict in ("unsupported", "xfail"):
-                ET.SubElement(case, "skipped", type=result.verdict,
+                ET.SubElement(case, "skipped", type=_xml_text(result.verdict),
                               message=_xml_text(result.reason or result.message))
             elif result.verdict == "stale":
                 ET.SubElement(case, "system-out").text = _xml_text(result.message)
@@ -263,7 +261,8 @@ def to_markdown(report: SuiteReport) -> str:
               "| failed |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for run in report.runs:
         full, semantic = run.summary(level="full"), run.summary(level="semantics")
-        lines.append(f"| {markdown_text(run.engine.name)} | {run.level} | {full['passed']} "
+        lines.append(f"| {markdown_text(run.engine.name)} | {markdown_text(run.level)} "
+                     f"| {full['passed']} "
                      f"| {full['failed']} "
                      f"| {semantic['passed']} | {semantic['failed']} |")
     for run in report.runs:
@@ -271,7 +270,7 @@ def to_markdown(report: SuiteReport) -> str:
         if causes:
             lines += ["", f"## What to fix first: {markdown_text(run.engine.name)}", "",
                       "| level | cases | cause | e.g. |", "| --- | ---: | --- | --- |"]
-            lines += [f"| {c.level} | {c.count} | {markdown_text(c.text)} | "
+            lines += [f"| {markdown_text(c.level)} | {c.count} | {markdown_text(c.text)} | "
                       f"{markdown_code(c.case_ids[0])} |" for c in causes]
     for run in report.runs:
         reasons = _expected_divergences(run)
@@ -313,8 +312,8 @@ def to_html(report: SuiteReport) -> str:
     fix first, the expected divergences with their reasons, a topic by engine matrix (grey
     where nothing ran), and each failure expandable to its checks, snippet, expected, actual
     and repro script."""
-    def e(text: str) -> str:
-        return html.escape(terminal_text(text))
+    def e(text: object) -> str:
+        return html.escape(terminal_text(str(text)))
 
     info = suite_info()
     out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -330,8 +329,8 @@ def to_html(report: SuiteReport) -> str:
     for run in report.runs:
         counts, semantic = run.summary(), run.summary(level="semantics")
         out.append(f"<tr><td>{e(run.engine.name)}</td><td>{e(str(run.engine.version))}</td>"
-                   f"<td>{run.level}</td>" + "".join(f"<td class=n>{counts[c]}</td>"
-                                                    for c in columns)
+                   f"<td>{e(run.level)}</td>" + "".join(f"<td class=n>{counts[c]}</td>"
+                                                        for c in columns)
                    + f"<td class=n>{semantic['passed']}</td>"
                      f"<td class=n>{semantic['failed']}</td></tr>")
     out.append("</table>")
@@ -340,7 +339,7 @@ def to_html(report: SuiteReport) -> str:
         if causes:
             out.append(f"<h2>What to fix first: {e(run.engine.name)}</h2><table><tr><th>level"
                        "</th><th>cases</th><th>cause</th><th>cases</th></tr>")
-            out += [f"<tr><td class={c.level}>{c.level}</td><td class=n>{c.count}</td>"
+            out += [f"<tr><td {_class(c.level)}>{e(c.level)}</td><td class=n>{c.count}</td>"
                     f"<td>{e(c.text)}</td><td>{e(', '.join(c.case_ids[:3]))}"
                     f"{' ...' if c.count > 3 else ''}</td></tr>" for c in causes]
             out.append("</table>")
@@ -378,8 +377,8 @@ def to_html(report: SuiteReport) -> str:
             continue
         out.append(f"<h2>Failures on {e(run.engine.name)} ({len(failing)})</h2>")
         for result in failing:
-            checks = "".join(f"<li class={c.level}>step {c.step} [{c.level}] {e(c.message)}"
-                             "</li>" for c in result.checks)
+            checks = "".join(f"<li {_class(c.level)}>step {e(c.step)} [{e(c.level)}] "
+                             f"{e(c.message)}</li>" for c in result.checks)
             repro = run.repros.get(result.case_id)
             out.append(
                 f"<details><summary><code>{e(result.case_id)}</code>: {e(result.verdict)} - "
@@ -390,6 +389,13 @@ def to_html(report: SuiteReport) -> str:
                    if repro else "") + "</details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _class(name: str) -> str:
+    """An HTML class attribute, quoted, of one class name made from data (a check's level comes
+    from the engine's worker): what is not a letter, digit, `_` or `-` in it becomes `-`. The
+    classes the writer names itself (`n`, `passed`) are words of this module."""
+    return f'class="{re.sub(r"[^A-Za-z0-9_-]", "-", str(name)) or "-"}"'
 
 
 def _expected_divergences(run: Any) -> list[tuple[str, list[str]]]:
@@ -422,14 +428,22 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _json_text(data: Any) -> str:
+    """`data` as JSON whose every string is safe to print: JSON escapes C0 controls only, so a
+    C1 control or a bidi override (never outside a string) becomes a `\\u` escape too; the
+    newlines of the indentation stay."""
+    text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
+    return CONTROL.sub(lambda m: "\n" if m.group() == "\n" else f"\\u{ord(m.group()):04x}",
+                       text) + "\n"
+
+
 def write_reports(report: SuiteReport, json_path: Path | None = None,
                   junit_path: Path | None = None, markdown_path: Path | None = None,
                   html_path: Path | None = None) -> None:
     # Render everything first, so a failure while rendering writes no file at all.
     rendered = []
     if json_path is not None:
-        rendered.append((json_path, json.dumps(to_json(report), indent=2, default=str,
-                                               ensure_ascii=False) + "\n"))
+        rendered.append((json_path, _json_text(to_json(report))))
     if junit_path is not None:
         rendered.append((junit_path, to_junit(report)))
     if markdown_path is not None:
