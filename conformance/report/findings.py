@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.casefile.files import read_yaml, read_yaml_list
-from conformance.report.formats import markdown_code, markdown_text
+from conformance.report.formats import markdown_code, markdown_fence, markdown_text
 
 KINDS = ("BUG", "LIMITATION", "MESSAGE")
 SEVERITIES = ("crash", "wrong value", "inconsistent state", "parity")
@@ -144,7 +144,8 @@ def render_findings(findings_dir: Path, *, run: bool = True) -> list[str]:
         script = findings_dir / entry["script"]
         lines += ["", f"Repro: {markdown_code(str(script), in_table=False)}"]
         if run:
-            lines += ["", "```text", run_script(script).replace("```", "'''"), "```"]
+            # What the engine printed: in a fence no line of it can close, escapes visible.
+            lines += ["", *markdown_fence(run_script(script))]
         draft = entry.get("draft")
         if draft:
             # The body is Markdown for the engine's tracker: shown as it is, to copy.

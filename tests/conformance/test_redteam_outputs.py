@@ -381,3 +381,18 @@ def test_the_json_report_keeps_a_hostile_name_exactly(tmp_path: Path) -> None:
     assert not RAW_CONTROLS.search(text), "C1 controls and bidi overrides are \\u escapes too"
     assert "é" in text, "other text stays readable"
     assert json.loads(text)["engines"][0]["name"] == name
+
+
+def test_a_findings_script_cannot_close_its_fence_or_drive_a_terminal(tmp_path: Path) -> None:
+    from conformance.report.findings import render_findings
+
+    (tmp_path / "repro.py").write_text(
+        'print("expected: 1\\nactual: 2\\x1b[2J\\n```\\n# Injected heading")', encoding="utf-8")
+    (tmp_path / "findings.yaml").write_text(yaml.safe_dump({"findings": [{
+        "id": "f1", "kind": "MESSAGE", "severity": "parity", "title": "t", "script": "repro.py",
+        "cases": ["topic.a"], "upstream": "known: #1"}]}), encoding="utf-8")
+    lines = render_findings(tmp_path)
+    assert not [line for line in lines if RAW_CONTROLS.search(line)]
+    opening = next(i for i, line in enumerate(lines) if line.startswith("```") and "text" in line)
+    fence = lines[opening].removesuffix("text")
+    assert len(fence) > 3 and lines.index(fence, opening + 1) > lines.index("# Injected heading")
