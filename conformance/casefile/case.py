@@ -30,7 +30,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from conformance.casefile.vocabulary import TooComplex, parse
 
-ID_PATTERN = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
+ID_PATTERN = re.compile(r"[a-z0-9_]+(\.[a-z0-9_-]+)+\Z")
+"""A case id; `\\Z`, not `$`, which would also match before a newline that ends the id."""
 STAGES = ("forward", "backward", "attribute")
 CASE_KEYS = {"id", "rule", "sources", "errata", "features", "steps", "seed", "fix", "see_also"}
 FIX_KEYS = {"text", "cases"}
@@ -216,7 +217,7 @@ class _Parser:
             return None
         case_id = self.text(data, "id", "case")
         where = f"case {case_id}" if case_id else "case"
-        if case_id is not None and not ID_PATTERN.match(case_id):
+        if case_id is not None and not ID_PATTERN.fullmatch(case_id):
             self.problem(
                 line_of(data, "id"),
                 f"{where}: id must match {ID_PATTERN.pattern} (topic.name, lower case)",
@@ -248,12 +249,12 @@ class _Parser:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             self.problem(line_of(node, key), f"{where}: '{key}' must be a list of case ids")
             return ()
-        for bad in [i for i in ids if not ID_PATTERN.match(i)]:
+        for bad in [i for i in ids if not ID_PATTERN.fullmatch(i)]:
             self.problem(line_of(node, key), f"{where}: '{key}': {bad!r} is not a case id "
                          f"(topic.name, lower case)")
         if len(set(ids)) != len(ids):
             self.problem(line_of(node, key), f"{where}: '{key}' lists a case twice")
-        return tuple(i for i in ids if ID_PATTERN.match(i))
+        return tuple(i for i in ids if ID_PATTERN.fullmatch(i))
 
     def fix(self, data: Mapping[str, Any], where: str) -> Fix | None:
         if "fix" not in data:

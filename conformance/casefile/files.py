@@ -3,8 +3,10 @@
 A wheel carries the specification inside the package (`conformance/spec`, copied from the
 repository's top-level `spec/` when the wheel is built); a checkout reads `spec/` itself.
 
-Case files are untrusted input: `read_yaml` bounds what reading one may cost (size, nesting)
-and turns every failure into a problem with a line, never an exception.
+Case files are untrusted input: `read_yaml` bounds what reading one may cost (size, nesting,
+the length of an integer) and turns every failure into a problem with a line, never an
+exception. It reads timestamps (`2024-01-01`) as the text they are: no file here holds dates,
+and PyYAML raises on a date that does not exist (`2024-13-45`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ DEFAULT_SPEC_DIR = (PACKAGE_DIR / "spec" if (PACKAGE_DIR / "spec" / "cases").is_
                     else REPO_ROOT / "spec")
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 40
+MAX_INT_DIGITS = 4_300
+"""Decimal digits of an integer in a YAML file: Python's default limit for turning an int into
+text (`sys.get_int_max_str_digits`), past which no report or message could show it."""
+_INT_BOUND = 10 ** MAX_INT_DIGITS
 
 
 class LineDict(dict):
@@ -32,10 +38,14 @@ class LineDict(dict):
 
 class LineList(list):
     line: int
+    item_lines: list[int]
+    """Where each item starts."""
 
 
 class _LineLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that records line numbers and reports duplicate keys.
+    """`yaml.SafeLoader` that records line numbers and reports duplicate keys and values no
+    constructor can read (`!!int abc`, an integer past `MAX_INT_DIGITS`), each of which is then
+    read as its text.
 
     It refuses anchors and aliases (`&a`, `*a`): a case file has no need of them, and aliases
     nested in aliases expand exponentially (a "billion laughs" file). It also refuses nesting
@@ -44,7 +54,7 @@ class _LineLoader(yaml.SafeLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
-        self.duplicates: list[tuple[int, str]] = []
+        self.problems: list[tuple[int, str]] = []
         self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -61,6 +71,29 @@ class _LineLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+            # PyYAML's constructors raise these for text their tag cannot be (`!!bool maybe`).
+            text = node.value if isinstance(node, yaml.ScalarNode) else None
+            shown = repr(text) if text is None or len(text) <= 40 else \
+                f"{text[:30]!r}... ({len(text)} characters)"
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            why = f": {exc}" if isinstance(exc, ValueError) else ""
+            self.problems.append((node.start_mark.line + 1, f"cannot read {shown} as {tag}{why}"))
+            return text
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    digits = len(node.value.lstrip("+-").replace("_", ""))
+    # Checked before converting too: base 60 (`1:2:3`) converts in time quadratic in length.
+    value = 0 if digits > MAX_INT_DIGITS else loader.construct_yaml_int(node)
+    if digits > MAX_INT_DIGITS or abs(value) >= _INT_BOUND:
+        raise ValueError(f"an integer may have at most {MAX_INT_DIGITS} decimal digits: write it "
+                         "shorter, or quote it if it is text")
+    return value
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
@@ -80,8 +113,8 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
             ) from None
         line = key_node.start_mark.line + 1
         if key in mapping:
-            loader.duplicates.append((line, f"duplicate key {key!r} (first on line "
-                                            f"{mapping.key_lines[key]})"))
+            loader.problems.append((line, f"duplicate key {key!r} (first on line "
+                                          f"{mapping.key_lines[key]})"))
         mapping[key] = loader.construct_object(value_node, deep=True)
         mapping.key_lines[key] = line
         # A block scalar (`run: |`) starts its text on the line after the indicator.
@@ -93,11 +126,14 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
 def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
     items = LineList(loader.construct_object(child, deep=True) for child in node.value)
     items.line = node.start_mark.line + 1
+    items.item_lines = [child.start_mark.line + 1 for child in node.value]
     return items
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_LineLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
 
 
 def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
@@ -133,7 +169,7 @@ def read_yaml(path: Path) -> tuple[Any, list[tuple[int, str]]]:
     finally:
         if loader is not None:
             loader.dispose()
-    return data, list(loader.duplicates)
+    return data, list(loader.problems)
 
 
 def read_yaml_list(path: Path, key: str) -> list[Any]:

@@ -17,15 +17,22 @@ value itself.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from conformance.casefile.case import Case, CaseFormatError, cites_missing_case, line_of
+from conformance.casefile.case import (
+    ID_PATTERN,
+    Case,
+    CaseFormatError,
+    cites_missing_case,
+    line_of,
+)
 from conformance.casefile.features import undeclared
 from conformance.casefile.files import (
     DEFAULT_SPEC_DIR,
@@ -37,9 +44,8 @@ from conformance.casefile.vocabulary import (
     TOO_COMPLEX,
     Api,
     ApiFormatError,
+    CaseCheck,
     TooComplex,
-    check_expression,
-    check_snippet,
     parse,
 )
 
@@ -223,7 +229,8 @@ def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None 
     seen = {} if seen is None else seen
     name = str(path)
     data, yaml_problems = read_yaml(path)
-    problems = [Problem(name, line, message) for line, message in yaml_problems]
+    case_at = _case_at(data)
+    problems = [Problem(name, line, case_at(line) + message) for line, message in yaml_problems]
     if data is None and not problems:
         problems.append(Problem(name, 1, "empty file: a case file is a YAML list of cases"))
     if data is None:
@@ -256,6 +263,21 @@ def load_file(path: Path, resources: SpecResources, seen: dict[str, str] | None 
         cases.append(case)
     problems.sort()
     return cases, problems
+
+
+def _case_at(data: Any) -> Callable[[int], str]:
+    """For a file's list of cases: `case ID: ` for a line inside a case that has a valid id,
+    `''` for any other line (found by bisection: a file may have many problems)."""
+    starts = getattr(data, "item_lines", [])
+
+    def prefix(line: int) -> str:
+        index = bisect.bisect_right(starts, line) - 1
+        item = data[index] if index >= 0 else None
+        case_id = item.get("id") if isinstance(item, Mapping) else None
+        return f"case {case_id}: " if isinstance(case_id, str) \
+            and ID_PATTERN.fullmatch(case_id) else ""
+
+    return prefix
 
 
 def _schema_problems(data: list[Any], resources: SpecResources, name: str,
@@ -316,18 +338,19 @@ def _check_case(case: Case, stem: str, resources: SpecResources, seen: dict[str,
     for at, message in _self_comparisons(case):
         add(at, message)
     if resources.api is not None:
-        defined: set[str] = set()
+        check = CaseCheck(resources.api)
         for index, step in enumerate(case.steps):
-            base = step.run_line or step.line or line
-            for problem in check_snippet(step.run, resources.api, defined):
-                add(base + problem.line - 1, f"step {index}: {problem.message}")
+            check.snippet(step.run, f"step {index}", step.run_line or step.line or line,
+                          may_stop=step.raises is not None)
             for (key, _), key_line in zip(step.expect, step.expect_lines, strict=True):
-                for problem in check_expression(key, resources.api, defined):
-                    add(key_line or step.line, f"step {index}: expect {key!r}: {problem.message}")
+                check.expression(key, f"step {index}: expect {key!r}", key_line or step.line
+                                 or line)
             for key, expected in step.expect:
                 for holder, source in np_expressions(expected):
-                    for message in check_np(source, defined):
+                    for message in check_np(source, check.defined):
                         add(line_of(holder, "np"), f"step {index}: expect {key!r}: {message}")
+        for problem in check.finish():
+            add(problem.line, problem.message)
     return problems
 
 
@@ -365,15 +388,15 @@ def _self_comparisons(case: Case) -> list[tuple[int | None, str]]:
     through a plain alias `y = x`): the NumPy side reads the same tensor after the step, so
     every engine passes, whatever it did to the tensor."""
     found: list[tuple[int | None, str]] = []
-    aliases: dict[str, str] = {}
+    aliases = _Aliases()
     for index, step in enumerate(case.steps):
         _follow_aliases(step.run, aliases)
         for (key, expected), key_line in zip(step.expect, step.expect_lines, strict=True):
             if not isinstance(expected, Mapping) or not isinstance(expected.get("np"), str):
                 continue
-            observed = _observed_form(key, "key", aliases)
+            observed = _observed_form(key, "key", aliases.of)
             if observed is not None and observed == _observed_form(expected["np"], "np",
-                                                                   aliases):
+                                                                   aliases.of):
                 found.append((line_of(expected, "np") or key_line or step.line,
                               f"step {index}: expect {key!r}: {{np: {expected['np']!r}}} is "
                               "the observed value itself, so every engine passes: state the "
@@ -382,9 +405,9 @@ def _self_comparisons(case: Case) -> list[tuple[int | None, str]]:
     return found
 
 
-def _follow_aliases(source: str, aliases: dict[str, str]) -> None:
-    """Update `aliases` (name -> the name whose object it holds) with a snippet's top-level
-    statements: `y = x` makes y an alias of x; any other binding of a name ends its aliases."""
+def _follow_aliases(source: str, aliases: _Aliases) -> None:
+    """Update `aliases` with a snippet's top-level statements: `y = x` makes y an alias of x;
+    any other binding of a name ends its aliases."""
     try:
         tree = parse(source, "exec")
     except (SyntaxError, TooComplex):
@@ -392,21 +415,35 @@ def _follow_aliases(source: str, aliases: dict[str, str]) -> None:
     for stmt in getattr(tree, "body", []):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
                 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Name):
-            target, source_name = stmt.targets[0].id, stmt.value.id
-            resolved = aliases.get(source_name, source_name)
-            _unbind(target, aliases)
-            if resolved != target:
-                aliases[target] = resolved
+            aliases.bind(stmt.targets[0].id, stmt.value.id)
             continue
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                _unbind(node.id, aliases)
+                aliases.unbind(node.id)
 
 
-def _unbind(name: str, aliases: dict[str, str]) -> None:
-    aliases.pop(name, None)
-    for alias in [a for a, target in aliases.items() if target == name]:
-        del aliases[alias]
+@dataclass
+class _Aliases:
+    """Which name's object each alias holds (`of`), and the aliases of each name (`holders`),
+    so that rebinding a name ends its aliases at the cost of those, not of every alias."""
+
+    of: dict[str, str] = field(default_factory=dict)
+    holders: dict[str, set[str]] = field(default_factory=dict)
+
+    def bind(self, name: str, source: str) -> None:
+        """`name = source`."""
+        resolved = self.of.get(source, source)
+        self.unbind(name)
+        if resolved != name:
+            self.of[name] = resolved
+            self.holders.setdefault(resolved, set()).add(name)
+
+    def unbind(self, name: str) -> None:
+        held = self.of.pop(name, None)
+        if held is not None:
+            self.holders[held].discard(name)
+        for alias in self.holders.pop(name, ()):
+            del self.of[alias]
 
 
 # Wrappers that leave the values as they are: `value(t)`, `t.detach()`, `t.clone()`, `t.data`

@@ -98,8 +98,10 @@ class Engine(ABC):
 
     def state_leak(self) -> str | None:
         """After `reset`: the engine state a case changed and `reset` could not restore (a
-        mode still on, hooks still installed), or None. The runner gives the next case a
-        fresh worker when there is any, so no case decides another's verdict."""
+        mode still on, hooks still installed), or could restore only for now (a `with` block
+        something still holds, whose exit would set its old state again in a later case), or
+        None. The runner gives the next case a fresh worker when there is any, so no case
+        decides another's verdict."""
         return None
 
     def close(self) -> None:  # noqa: B027 - most engines hold nothing process-wide

@@ -26,6 +26,7 @@ import importlib
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,8 +37,9 @@ WARM_UP = """
 with torch.autograd.forward_ad.dual_level():
     torch.autograd.forward_ad.make_dual(torch.tensor(1.0), torch.tensor(1.0))
 """
-MAX_LEVELS = 16
-"""More forward-AD levels than any case opens: reset closes at most this many."""
+MAX_NESTED = 16
+"""More nested blocks of one kind (forward-AD levels, saved-tensor hooks, dispatch modes) than
+any case opens: reset undoes at most this many."""
 FACTORIES = (
     "tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
     "rand", "randn",
@@ -46,6 +48,9 @@ FACTORIES = (
 
 class TorchLikeEngine(Engine):
     """Adapter for a module with PyTorch's API, imported by name (`torch`, `refimpl`)."""
+
+    _held: tuple[str, ...] = ()
+    """What the last `reset` restored that a `with` block held beyond the case had set."""
 
     def __init__(
         self,
@@ -123,72 +128,28 @@ class TorchLikeEngine(Engine):
             # A case may leave a mode on from a generator suspended inside its `with`: once
             # collected, the generator is closed and its `with` blocks exit in order.
             gc.collect()
-        # Each reset is one the module can do: an engine without grad modes or anomaly
-        # detection has no such state to leak (its cases for them are unsupported).
-        set_grad_enabled = getattr(torch, "set_grad_enabled", None)
-        if set_grad_enabled is not None:
-            set_grad_enabled(True)
-        # Anomaly detection is process-wide and a case may switch it on by a plain call.
-        set_detect_anomaly = getattr(getattr(torch, "autograd", None), "set_detect_anomaly", None)
-        if set_detect_anomaly is not None:
-            set_detect_anomaly(False)
-        if hasattr(torch, "set_default_dtype"):
-            torch.set_default_dtype(torch.float32)
-        exit_level = getattr(getattr(getattr(torch, "autograd", None), "forward_ad", None),
-                             "exit_dual_level", None)
-        for _ in range(MAX_LEVELS if exit_level is not None else 0):
-            if not self._dual_level_open():
-                break
-            exit_level()
-        if hasattr(torch, "set_warn_always"):
-            # PyTorch emits some warnings once per process unless told otherwise; every case
-            # must see its warnings whatever ran before it.
-            torch.set_warn_always(True)
+        held = []
+        for setting in SETTINGS:
+            value = setting.query(torch)
+            if value == setting.default or setting.restore is None:
+                continue
+            if value is not None and setting.block_only:
+                held.append(f"{setting.description.format(value)} by a `with` block still "
+                            "held after the case")
+            setting.restore(torch)
+        # Restored now, but the held block's exit would set its old state again, in whichever
+        # later case its holder lets go: the worker is not to be trusted (`state_leak`).
+        self._held = tuple(held)
 
     def state_leak(self) -> str | None:
-        changes = self._state_changes()
+        changes = [*self._held, *self._state_changes()]
         return "; ".join(changes) if changes else None
 
     def _state_changes(self) -> list[str]:
-        """The thread-local autograd state that differs from a fresh thread's, as far as the
-        module can tell (an engine without a query has nothing to report for it)."""
-        torch = self.torch
-        changes = []
-        if _ask(torch, "is_grad_enabled") is False:
-            changes.append("grad mode is off")
-        if _ask(torch, "is_inference_mode_enabled"):
-            changes.append("inference mode is on")
-        if _ask(torch, "is_anomaly_enabled"):
-            changes.append("anomaly mode is on")
-        dtype = _ask(torch, "get_default_dtype")
-        float32 = getattr(torch, "float32", None)
-        if dtype is not None and not (dtype == float32
-                                      or str(dtype).rsplit(".", 1)[-1] == "float32"):
-            changes.append(f"the default dtype is {dtype}")
-        if self._dual_level_open():
-            changes.append("a forward-AD level is open")
-        if self._saved_tensors_hooks_installed():
-            changes.append("saved-tensor hooks are installed")
-        return changes
-
-    def _dual_level_open(self) -> bool:
-        torch = self.torch
-        try:
-            probe = torch.ones(1)
-            torch.autograd.forward_ad.make_dual(probe, probe)
-        except Exception:  # noqa: BLE001 - no level is open (or no forward AD at all)
-            return False
-        return True
-
-    def _saved_tensors_hooks_installed(self) -> bool:
-        # Neither engine has a public query: PyTorch's own binding, or refimpl's stack.
-        torch = self.torch
-        top = getattr(getattr(getattr(torch, "_C", None), "_autograd", None),
-                      "_top_saved_tensors_default_hooks", None)
-        if top is not None:
-            return top(False) is not None
-        graph = getattr(getattr(torch, "autograd", None), "graph", None)
-        return bool(getattr(getattr(graph, "SAVED_TENSORS_HOOKS", None), "stack", None))
+        """The autograd state that differs from a fresh worker's, as far as the module can
+        tell (an engine without a query has nothing to report for it)."""
+        return [change for setting in SETTINGS
+                if (change := setting.left_changed(self.torch)) is not None]
 
     def has_values(self, tensor: Any) -> bool:
         return not getattr(tensor, "is_meta", False)
@@ -355,17 +316,6 @@ class _Deferred:
         return getattr(self._resolve(), name)
 
 
-def _ask(module: Any, query: str) -> Any:
-    """`module.query()`, or None when the module has no such query or it fails."""
-    function = getattr(module, query, None)
-    if function is None:
-        return None
-    try:
-        return function()
-    except Exception:  # noqa: BLE001 - a query the engine cannot answer tells nothing
-        return None
-
-
 def _has_meta_device(module: Any) -> bool:
     """Whether `module` has PyTorch's meta device (tensors with shapes but no values)."""
     try:
@@ -380,3 +330,208 @@ def _on_device(factory: Callable[..., Any], device: str) -> Callable[..., Any]:
         return factory(*args, **kwargs)
 
     return placed
+
+
+def _find(module: Any, path: str) -> Any:
+    """`module.<path>` (a dotted path), or None where the module lacks a part of it."""
+    for part in path.split("."):
+        module = getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+def _ask(module: Any, path: str, *args: Any) -> Any:
+    """`module.<path>(*args)`, or None when the module has no such function or it fails."""
+    function = _find(module, path)
+    if function is None:
+        return None
+    try:
+        return function(*args)
+    except Exception:  # noqa: BLE001 - a query the engine cannot answer tells nothing
+        return None
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """A piece of autograd state a case can switch, as a torch-like module reads and restores
+    it (an engine without it has no such state to leak)."""
+
+    description: str
+    """What a report says while it is changed; `{}` is its value."""
+    query: Callable[[Any], Any]
+    """The module -> its value now, or None where the module cannot tell."""
+    default: Any
+    """Its value in a fresh worker after `reset`."""
+    restore: Callable[[Any], Any] | None = None
+    """Put it back to `default`; None where only the `with` block that set it can."""
+    block_only: bool = False
+    """Only a `with` block sets it, never a plain call: changed after the case's objects are
+    collected, it is held by something outside the case."""
+
+    def left_changed(self, module: Any) -> str | None:
+        value = self.query(module)
+        return None if value is None or value == self.default else self.description.format(value)
+
+
+def _default_dtype(torch: Any) -> str | None:
+    dtype = _ask(torch, "get_default_dtype")
+    if dtype is None:
+        return None
+    # An engine may spell float32 its own way (tinygrad's `dtypes.float`).
+    return "float32" if dtype == getattr(torch, "float32", None) else str(dtype).rsplit(".", 1)[-1]
+
+
+def _dual_level_open(torch: Any) -> bool:
+    try:
+        probe = torch.ones(1)
+        torch.autograd.forward_ad.make_dual(probe, probe)
+    except Exception:  # noqa: BLE001 - no level is open (or no forward AD at all)
+        return False
+    return True
+
+
+def _exit_dual_levels(torch: Any) -> None:
+    exit_level = _find(torch, "autograd.forward_ad.exit_dual_level")
+    for _ in range(MAX_NESTED if exit_level is not None else 0):
+        if not _dual_level_open(torch):
+            break
+        exit_level()
+
+
+# Neither engine has a public query for its saved-tensor hooks: PyTorch's own bindings, or
+# refimpl's thread-local state (`refimpl.autograd.graph.SAVED_TENSORS_HOOKS`).
+_HOOKS = "_C._autograd"
+_REFIMPL_HOOKS = "autograd.graph.SAVED_TENSORS_HOOKS"
+
+
+def _saved_tensors_hooks_installed(torch: Any) -> bool | None:
+    if _find(torch, f"{_HOOKS}._top_saved_tensors_default_hooks") is not None:
+        return _ask(torch, f"{_HOOKS}._top_saved_tensors_default_hooks", False) is not None
+    stack = _find(torch, f"{_REFIMPL_HOOKS}.stack")
+    return None if stack is None else bool(stack)
+
+
+def _pop_saved_tensors_hooks(torch: Any) -> None:
+    state = _find(torch, _REFIMPL_HOOKS)
+    if state is not None:
+        state.restore(([], state.disabled))
+    for _ in range(MAX_NESTED):
+        if not _saved_tensors_hooks_installed(torch):
+            break
+        _ask(torch, f"{_HOOKS}._pop_saved_tensors_default_hooks")
+
+
+def _saved_tensors_hooks_disabled(torch: Any) -> bool | None:
+    enabled = _ask(torch, f"{_HOOKS}._saved_tensors_hooks_is_enabled")
+    if enabled is not None:
+        return not enabled
+    state = _find(torch, _REFIMPL_HOOKS)
+    return None if state is None else getattr(state, "disabled", None) is not None
+
+
+def _enable_saved_tensors_hooks(torch: Any) -> None:
+    state = _find(torch, _REFIMPL_HOOKS)
+    if state is not None:
+        state.restore((list(state.stack), None))
+    _ask(torch, f"{_HOOKS}._saved_tensors_hooks_enable")
+
+
+def _mutation_allowed(torch: Any) -> bool | None:
+    # PyTorch's module flag, or refimpl's context in force; neither has a query.
+    graph = _find(torch, "autograd.graph")
+    if hasattr(graph, "_allow_mutation_on_saved_tensors_enabled"):
+        return bool(graph._allow_mutation_on_saved_tensors_enabled)
+    context = getattr(graph, "MUTATION_CONTEXT", None)
+    return None if context is None else context.active is not None
+
+
+def _disallow_mutation(torch: Any) -> None:
+    # Its saved-tensor hooks and PyTorch's dispatch mode have settings of their own.
+    graph = _find(torch, "autograd.graph")
+    if hasattr(graph, "_allow_mutation_on_saved_tensors_enabled"):
+        graph._allow_mutation_on_saved_tensors_enabled = False
+    context = getattr(graph, "MUTATION_CONTEXT", None)
+    if context is not None:
+        context.active = None
+
+
+def _pop_dispatch_modes(torch: Any) -> None:
+    for _ in range(MAX_NESTED):
+        if not _ask(torch, "_C._len_torch_dispatch_stack"):
+            break
+        _ask(torch, "_C._pop_torch_dispatch_stack", None)  # None: the innermost mode
+
+
+# Checkpoint's settings are module globals that only their `with` blocks set (no query, no
+# setter): PyTorch's names, then refimpl's.
+_CHECKPOINT_EARLY_STOP = ("_enable_checkpoint_early_stop", "_early_stop")
+_CHECKPOINT_DEBUG = ("_checkpoint_debug_enabled",)
+
+
+def _checkpoint_setting(names: tuple[str, ...]) -> Callable[[Any], Any]:
+    def query(torch: Any) -> Any:
+        checkpoint = _find(torch, "utils.checkpoint")
+        return next((getattr(checkpoint, name) for name in names
+                     if hasattr(checkpoint, name)), None)
+
+    return query
+
+
+def _checkpoint_unset(names: tuple[str, ...]) -> Callable[[Any], None]:
+    def restore(torch: Any) -> None:
+        checkpoint = _find(torch, "utils.checkpoint")
+        for name in names:
+            if hasattr(checkpoint, name):
+                setattr(checkpoint, name, None)
+
+    return restore
+
+
+def _anomaly_off(torch: Any) -> None:
+    # set_detect_anomaly(False) also puts the NaN check back on (its check_nan=True).
+    _ask(torch, "autograd.set_detect_anomaly", False)
+
+
+SETTINGS: tuple[_Setting, ...] = (
+    # First: a mode left entered would see the ops the other queries run.
+    _Setting("a TorchDispatchMode is entered", lambda t: _ask(t, "_C._len_torch_dispatch_stack"),
+             0, _pop_dispatch_modes, block_only=True),
+    _Setting("grad mode is off", lambda t: _ask(t, "is_grad_enabled"), True,
+             lambda t: _ask(t, "set_grad_enabled", True)),
+    # Only its guard's owner can leave inference mode: reported, and the worker replaced.
+    _Setting("inference mode is on", lambda t: _ask(t, "is_inference_mode_enabled"), False),
+    _Setting("anomaly mode is on", lambda t: _ask(t, "is_anomaly_enabled"), False,
+             _anomaly_off),
+    _Setting("anomaly mode's NaN check is off",
+             lambda t: _ask(t, "is_anomaly_check_nan_enabled"), True, _anomaly_off),
+    _Setting("the default dtype is {}", _default_dtype, "float32",
+             lambda t: _ask(t, "set_default_dtype", getattr(t, "float32", None))),
+    _Setting("a forward-AD level is open", _dual_level_open, False, _exit_dual_levels),
+    _Setting("forward grad is off", lambda t: _ask(t, "_C._is_fwd_grad_enabled"), True,
+             lambda t: _ask(t, "_C._set_fwd_grad_enabled", True)),
+    _Setting("multithreaded backward is off",
+             lambda t: _ask(t, "autograd.is_multithreading_enabled"), True,
+             lambda t: _ask(t, "autograd.set_multithreading_enabled", True)),
+    _Setting("the grad layout contract is relaxed",
+             lambda t: _ask(t, "_C._is_grad_layout_enforcement_enabled"), True,
+             lambda t: _ask(t, "autograd.enforce_grad_layout_policy", True)),
+    _Setting("view replay is on", lambda t: _ask(t, "autograd.is_view_replay_enabled"), False,
+             lambda t: _ask(t, "_C._set_view_replay_enabled", False)),
+    # PyTorch emits some warnings once per process unless told otherwise; every case must see
+    # its warnings whatever ran before it.
+    _Setting("warn_always is off", lambda t: _ask(t, "is_warn_always_enabled"), True,
+             lambda t: _ask(t, "set_warn_always", True)),
+    _Setting("saved-tensor hooks are installed", _saved_tensors_hooks_installed, False,
+             _pop_saved_tensors_hooks, block_only=True),
+    _Setting("saved-tensor hooks are disabled", _saved_tensors_hooks_disabled, False,
+             _enable_saved_tensors_hooks, block_only=True),
+    _Setting("allow_mutation_on_saved_tensors is entered", _mutation_allowed, False,
+             _disallow_mutation, block_only=True),
+    _Setting("checkpoint early stop is set to {}", _checkpoint_setting(_CHECKPOINT_EARLY_STOP),
+             None, _checkpoint_unset(_CHECKPOINT_EARLY_STOP), block_only=True),
+    _Setting("checkpoint debug is set to {}", _checkpoint_setting(_CHECKPOINT_DEBUG), None,
+             _checkpoint_unset(_CHECKPOINT_DEBUG), block_only=True),
+)
+"""Every piece of torch.autograd's thread-local and process state a case can switch: `reset`
+restores each one the engine's module has, `state_leak` reports each one left changed."""

@@ -60,8 +60,8 @@ from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources
 from conformance.engines import EngineError
 from conformance.engines.base import DESCRIBED
-from conformance.run import wire, worker_side
-from conformance.run.executor import DEFAULT_TIMEOUT, CaseResult, judge_seen
+from conformance.run import labels, wire, worker_side
+from conformance.run.executor import DEFAULT_TIMEOUT, LEVELS, CaseResult, judge_seen
 from conformance.run.handle import Aborted, EngineCrashed, EngineHandle
 from conformance.run.observe import CaseSeen, Plan, cut
 from conformance.run.worker_side import GRACE_S, WorkerStartError, address_space_cap
@@ -234,8 +234,9 @@ class EngineWorkers(EngineHandle):
             facts = wire.fields(wire.loads(self._result(future, START_TIMEOUT_S)),
                                 (*worker_side.FACTS, *worker_side.OTHER_FACTS), "facts")
             engine = RemoteEngine(
-                spec=self.spec,
-                **{key: wire.strict(facts[key], str, key) for key in worker_side.FACTS},
+                spec=self.spec, **_checked_facts(
+                    {key: wire.strict(facts[key], str, key) for key in worker_side.FACTS},
+                    f"engine {self.spec!r}"),
                 unavailable_reason=wire.strict(facts["unavailable_reason"], str | None,
                                            "unavailable_reason"),
                 features=frozenset(wire.strict(facts["features"], list[str], "features")),
@@ -249,6 +250,9 @@ class EngineWorkers(EngineHandle):
             self.close()
             raise WorkerStartError(f"engine {self.spec!r}: the worker sent malformed data "
                                    f"while loading it ({exc})") from None
+        except labels.LabelError as exc:
+            self.close()
+            raise WorkerStartError(str(exc)) from None
         except _Hung as hung:
             self.close()
             raise WorkerStartError(f"engine {self.spec!r}: the worker {hung}") from None
@@ -487,6 +491,21 @@ class EngineWorkers(EngineHandle):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+STRICTNESSES = ("exact", "prefix", "type")
+
+
+def _checked_facts(facts: dict[str, str], where: str) -> dict[str, str]:
+    """An engine's text facts as they enter the runner: its name a valid name, its level and
+    message strictness known ones, every other fact one plain line (`labels`); every report and
+    page then shows them as they are, and a bad one is the engine's load error."""
+    checked = {key: labels.plain_line(value) for key, value in facts.items()}
+    checked["name"] = labels.engine_name(facts["name"], where)
+    checked["level"] = labels.known(facts["level"], LEVELS, "level", where)
+    checked["message_strictness"] = labels.known(facts["message_strictness"], STRICTNESSES,
+                                                 "message strictness", where)
+    return checked
 
 
 def _no_script(why: str) -> str:

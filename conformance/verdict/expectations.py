@@ -9,8 +9,10 @@ A file is a YAML mapping with up to two sections, each mapping a case-id prefix 
     isolate:                                 # as xfail, and the engine's worker is replaced
       errors.advanced-index-checks: "BUG: ... corrupts the process's memory"   # after the case
 
-The longest matching prefix wins. A listed case that passes is reported as `stale`, and so is
-an entry whose prefix matches no case that ran (`Expectations.unused`).
+The longest matching prefix wins. A prefix is the start of a case id that names at least its
+topic and the dot (`higher_order.`, `grad_mode.inf`): an empty one would match every case. A
+listed case that passes is reported as `stale`, and so is an entry whose prefix matches no case
+that ran (`Expectations.unused`).
 
 The file may be any readable file: an empty one (`/dev/null`) lists nothing, and a pipe or a
 device is read once (`read_once`), however many times a run loads it.
@@ -19,6 +21,7 @@ device is read once (`read_once`), however many times a run loads it.
 from __future__ import annotations
 
 import contextlib
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,6 +34,9 @@ from conformance.casefile.files import MAX_FILE_BYTES, read_yaml
 SECTIONS = ("xfail", "skip", "isolate")
 """`isolate` is `xfail` for a case that may damage the process it runs in (corrupt its heap,
 leave a thread behind): no later case may run in that process, so its worker is replaced."""
+PREFIX = re.compile(r"[a-z0-9_]+\.([a-z0-9_-]+(\.[a-z0-9_-]+)*\.?)?")
+"""The start of a case id (`conformance.casefile.case.ID_PATTERN`), at least `topic.`; matched
+whole (`fullmatch`)."""
 _COPIES: dict[str, Path] = {}
 """A file read once by `read_once` (by the path as given): the copy every load reads."""
 
@@ -76,12 +82,18 @@ class Expectations:
                     f"{path}:{line_of(data, kind)}: {kind} must map case-id prefixes to reasons"
                 )
             for prefix, reason in section.items():
-                if not isinstance(prefix, str) or not isinstance(reason, str) or not reason:
+                line = line_of(section, prefix) or line_of(section) or 1
+                if not isinstance(prefix, str) or not PREFIX.fullmatch(prefix):
                     raise ExpectationsError(
-                        f"{path}:{line_of(section, prefix)}: entry {prefix!r} needs a reason "
-                        "(prefix: reason)"
+                        f"{path}:{line}: {kind} entry {_shown(prefix)} names no case: write the "
+                        "start of a case id, at least its topic and the dot (grad_mode. or "
+                        "grad_mode.inference)"
                     )
-                entries.append(Entry(kind, prefix, reason, line_of(section, prefix)))
+                if not isinstance(reason, str) or not reason.strip():
+                    raise ExpectationsError(
+                        f"{path}:{line}: entry {prefix!r} needs a reason (prefix: reason)"
+                    )
+                entries.append(Entry(kind, prefix, reason, line))
         return cls(entries, str(path))
 
     def match(self, case_id: str) -> Entry | None:
@@ -128,6 +140,11 @@ def read_once(paths: Iterable[Path]) -> Iterator[None]:
         finally:
             for key in added:
                 _COPIES.pop(key, None)
+
+
+def _shown(prefix: object) -> str:
+    text = repr(prefix)
+    return text if len(text) <= 60 else f"{text[:50]}... ({len(text)} characters)"
 
 
 def _is_regular(path: Path) -> bool:

@@ -22,8 +22,10 @@ from refimpl.autograd.grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,
+    is_multithreading_enabled,
     no_grad,
     set_grad_enabled,
+    set_multithreading_enabled,
 )
 
 # As in PyTorch, the names are the functions (the module stays importable by its path).
@@ -31,7 +33,8 @@ from refimpl.autograd.gradcheck import gradcheck, gradgradcheck
 
 __all__ = ["backward", "grad", "graph", "forward_ad", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "inference_mode", "detect_anomaly",
-           "set_detect_anomaly", "Function", "function", "Variable", "gradcheck", "gradgradcheck"]
+           "set_detect_anomaly", "Function", "function", "Variable", "gradcheck", "gradgradcheck",
+           "set_multithreading_enabled", "is_multithreading_enabled"]
 
 
 class _VariableMeta(type):

@@ -30,7 +30,8 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
-           "is_inference_mode_enabled", "recording"]
+           "is_inference_mode_enabled", "recording", "set_multithreading_enabled",
+           "is_multithreading_enabled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,7 @@ class _State(threading.local):
     # A new thread starts with grad mode enabled and inference mode off, as in PyTorch.
     enabled = True
     inference = False
+    multithreading = True
 
 
 _state = _State()
@@ -58,6 +60,11 @@ def is_grad_enabled() -> bool:
 def is_inference_mode_enabled() -> bool:
     """True when inference mode is on in this thread."""
     return _state.inference
+
+
+def is_multithreading_enabled() -> bool:
+    """True unless ``set_multithreading_enabled(False)`` is in force in this thread."""
+    return _state.multithreading
 
 
 def recording() -> bool:
@@ -219,3 +226,26 @@ class inference_mode(_ModeContext):  # noqa: N801 - PyTorch's name
 
     def _clone(self) -> _ModeContext:
         return inference_mode(self._mode)
+
+
+class set_multithreading_enabled:  # noqa: N801 - PyTorch's name
+    """Allow (``mode=True``, a new thread's default) or forbid backward to run on per-device
+    worker threads: at once when called, and back to the old setting on block exit. refimpl's
+    backward always runs on the calling thread, so only ``is_multithreading_enabled`` sees it,
+    as on a PyTorch without accelerators::
+
+        with refimpl.autograd.set_multithreading_enabled(False):
+            refimpl.autograd.is_multithreading_enabled()   # False
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = _state.multithreading
+        self.mode = mode
+        # PyTorch switches it in the constructor, so a plain call takes effect.
+        _state.multithreading = mode
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        _state.multithreading = self.prev

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.casefile.case import Case
 from conformance.casefile.loader import SpecResources, load
 from conformance.run import workers
 from conformance.run.workers import EngineWorkers, WorkerStartError
@@ -131,10 +132,16 @@ def test_a_case_that_changes_the_engine_is_an_error_and_the_worker_is_replaced(
     (tmp_path / "topic.yaml").write_text(text.replace("run: t =", "run: |\n        t =")
                                          .replace("run: x =", "run: |\n        x ="))
     loaded = load([tmp_path / "topic.yaml"], resources)
-    api_problem = [str(p) for p in loaded.problems]
-    assert api_problem == [], "type() and settable names let a case reach a class"
+    # Lint refuses the write through an alias of the engine's class; the worker must hold
+    # without lint too, so the cases run as they were written.
+    assert [p for p in loaded.problems if "'k' is bound to a module or class" in str(p)]
+    cases = [Case.from_dict({"id": "topic.tamper", "rule": "A rule.",
+                             "steps": [{"run": tamper[1], "expect": {"t.is_leaf": True}}]}),
+             Case.from_dict({"id": "topic.reads", "rule": "A rule.",
+                               "steps": [{"run": reads_grad[1],
+                                          "expect": {"x.grad": [2.0, 2.0]}}]})]
     with EngineWorkers("refimpl", settable=["grad", "requires_grad"]) as engine:
-        report = run_suite(loaded.cases, [engine])
+        report = run_suite(cases, [engine])
     assert verdicts(report, "refimpl") == {"tamper": "error", "reads": "passed"}
     assert "Tensor.grad was rebound" in messages(report, "refimpl")["tamper"]
 
