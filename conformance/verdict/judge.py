@@ -19,7 +19,6 @@ from conformance.run.handle import EngineHandle
 from conformance.run.observe import cut
 from conformance.verdict.expectations import Entry, Expectations
 
-
 REASON_LIMIT = 2000
 """Characters of an expectations entry's reason a result carries."""
 

@@ -16,8 +16,8 @@ import pytest
 from conformance.casefile.case import Case
 from conformance.engines import TorchLikeEngine, load_engine
 from conformance.run.compare import compare, describe
-from conformance.run.observe import TensorSeen, helpers
 from conformance.run.executor import run_case
+from conformance.run.observe import TensorSeen, helpers
 from conformance.run.repro import repro_script
 
 ENGINES = ["torch", "refimpl"]
