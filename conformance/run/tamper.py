@@ -35,7 +35,11 @@ def owned_attributes(engine: Any, names: tuple[str, ...]) -> list[tuple[Any, str
     watched = []
     for owner in _owners(wire.quietly(lambda: list(namespace.values()), [])):
         attributes = _dict(owner) or {}
-        watched += [(owner, name, id(attributes.get(name, _MISSING))) for name in names]
+        # An object whose class has `__getattr__` may add attributes itself on first use
+        # (`torch.ops.aten.<op>`): of it, only what it holds already is watched.
+        lazy = _adds_attributes(owner)
+        watched += [(owner, name, id(attributes.get(name, _MISSING))) for name in names
+                    if not lazy or name in attributes]
     return watched
 
 
@@ -84,9 +88,23 @@ def _owners_of(obj: Any, packages: set[str] | None) -> tuple[Any, ...]:
         # An immutable type (a builtin's) refuses any assignment.
         return tuple(cls for cls in type.__getattribute__(obj, "__mro__")[:-1]
                      if not cls.__flags__ & _IMMUTABLE_TYPE and ours(cls))
+    if _is_module(obj) and _makes_attributes(obj):
+        return ()
     if _is_module(obj) or (not callable(obj) and _dict(obj) is not None):
         return (obj,) if ours(obj) else ()
     return ()
+
+
+def _makes_attributes(module: Any) -> bool:
+    """Whether a module's class makes attributes on first access (`torch.ops.aten.grad`
+    appears when Dynamo first reads it): its contents change by design, not by a case."""
+    cls = type(module)
+    return cls is not types.ModuleType and any("__getattr__" in vars(c) for c in cls.__mro__
+                                               if c is not types.ModuleType)
+
+
+def _adds_attributes(obj: Any) -> bool:
+    return any("__getattr__" in (_dict(cls) or {}) for cls in type(obj).__mro__)
 
 
 def _is_module(obj: Any) -> bool:
