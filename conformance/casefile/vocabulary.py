@@ -298,9 +298,9 @@ class CaseCheck:
             self._target(stmt.target, scope, None)
             self._block(stmt.body, scope)
             scope.undo(mark)
+            scope.loops -= 1
             self._block(stmt.orelse, scope)
             scope.undo(mark)
-            scope.loops -= 1
         elif isinstance(stmt, ast.If):
             self._expr(stmt.test, scope)
             mark = scope.branch()
@@ -311,7 +311,8 @@ class CaseCheck:
                 scope.bind(name)  # bound on either way through the `if`
         elif isinstance(stmt, ast.With):
             # The body runs whenever the statement after the `with` does: no context manager
-            # a case can reach swallows an error (a class of its own cannot define __exit__).
+            # a case can reach swallows an error (a class of its own cannot define __exit__:
+            # names starting with '_' and `type(name, bases, namespace)` are refused).
             for item in stmt.items:
                 if self._allowed(item):
                     self._expr(item.context_expr, scope)
@@ -392,6 +393,10 @@ class CaseCheck:
         else:
             if isinstance(node, ast.keyword) and node.arg is not None:
                 self._private(node, node.arg)
+            elif isinstance(node, ast.Call) and _is_type_call(node) and not _one_argument(node):
+                self._report(node, "type() with other than one argument makes a class whose "
+                                   "methods lint cannot see (named by strings, '__exit__' "
+                                   "among them): write a class statement")
             for child in ast.iter_child_nodes(node):
                 self._expr(child, scope)
 
@@ -678,6 +683,11 @@ def _base(node: ast.AST) -> ast.AST:
 def _is_type_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
         and node.func.id == "type"
+
+
+def _one_argument(call: ast.Call) -> bool:
+    return len(call.args) == 1 and not isinstance(call.args[0], ast.Starred) \
+        and not call.keywords
 
 
 def _construct(node: ast.AST) -> str:

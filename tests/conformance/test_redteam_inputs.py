@@ -189,6 +189,16 @@ def test_del_inside_a_loop_is_refused(tmp_path: Path, resources) -> None:
                for p in found), found
 
 
+def test_a_class_made_by_type_with_a_namespace_is_refused(tmp_path: Path, resources) -> None:
+    """Its namespace could hold an `__exit__` that swallows an error in a `with` body, whose
+    bindings lint counts as made."""
+    path = tmp_path / "topic.yaml"
+    found = problems(tmp_path, resources, case_text(
+        "S = type('S', (), {'a': lambda self, *args: True})"))
+    assert any(p.startswith(f"{path}:8: case topic.redteam: step 0: type() with other than one "
+                            "argument") for p in found), found
+
+
 # -- attribute writes through aliases --------------------------------------------------------
 
 ALIAS_WRITES = [
