@@ -436,7 +436,7 @@ def seen_value(value: Any, engine: Engine | None) -> Any:
 
 
 def _scalar(value: Any, engine: Engine | None) -> Any:
-    if value is None or type(value) in (bool, int, float):
+    if value is None or type(value) in (bool, int, float, TensorSeen):
         return value
     if engine is not None and engine.is_tensor(value):
         return tensor_seen(value, engine)

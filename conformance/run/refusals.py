@@ -108,10 +108,9 @@ def stage_of(statement: ast.stmt, node: ast.AST | None) -> str:
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
         return "attribute"
     if isinstance(node, ast.Call):
-        name = call_name(node).rsplit(".", 1)[-1]
-        if name == "backward" or call_name(node).endswith("autograd.grad"):
+        if _is_backward(call_name(node)):
             return "backward"
-        if name in FLAG_METHODS:
+        if call_name(node).rsplit(".", 1)[-1] in FLAG_METHODS:
             return "attribute"
     return "forward"
 
@@ -120,9 +119,8 @@ def stage(statement: ast.stmt) -> str:
     """The stage an error raised by `statement` belongs to, from the statement alone."""
     calls = [node for node in ast.walk(statement) if isinstance(node, ast.Call)]
     names = [call_name(call) for call in calls]
-    for name in names:
-        if name.rsplit(".", 1)[-1] == "backward" or name.endswith("autograd.grad"):
-            return "backward"
+    if any(_is_backward(name) for name in names):
+        return "backward"
     assigns_attribute = any(
         isinstance(target, ast.Attribute)
         for node in ast.walk(statement)
@@ -170,12 +168,29 @@ def refusal_problem(raised: ExceptionSeen, statement: ast.stmt, expected_type: s
         if any(raised.is_a(crash) for crash in _CRASHES) and raised.type != expected_type:
             return f"{what}: the engine crashed, which is not a refusal"
     where = stage_of(statement, node)
+    ran_backward = ran_backward or _backward_before(statement, node)
     if "backward" in (expected_stage, where) and not ran_backward \
             and not _worded_as_expected(raised, expected_message):
         return (f"{what}: a refusal of backward in the engine's own words, and the case has not "
                 "seen the engine run a backward: an engine that cannot run backward at all "
                 "would refuse the same way (the message must begin as PyTorch's does)")
     return None
+
+
+def _backward_before(statement: ast.stmt, node: ast.AST | None) -> bool:
+    """Whether `statement` calls a backward that ends before `node` (what raised) begins: in a
+    `with` block, `g, = autograd.grad(..., create_graph=True)` has run when the next line's
+    `.backward()` raises."""
+    start = _span(node) if node is not None else None
+    if start is None:
+        return False
+    return any(isinstance(call, ast.Call) and _is_backward(call_name(call))
+               and (call.end_lineno, call.end_col_offset) <= (start[0], start[2])
+               for call in ast.walk(statement))
+
+
+def _is_backward(name: str) -> bool:
+    return name.rsplit(".", 1)[-1] == "backward" or name.endswith("autograd.grad")
 
 
 def _worded_as_expected(raised: ExceptionSeen, expected: str | None) -> bool:

@@ -3,7 +3,9 @@
 The script imports the engine's own module (`import torch`, `import refimpl as torch`), draws
 `torch.rand`/`randn` data from the same NumPy generator the runner uses, runs every step and
 prints each observation next to its expected value, so the failure can be studied without the
-runner. (`nn` modules keep the engine's own initial parameters in the script.)
+runner. The steps run in a namespace of their own (`_case`: the engine, the helpers and only the
+builtins the case language allows), as in the runner; `python -i repro.py` then `_case["x"]`
+shows a case's tensor. (`nn` modules keep the engine's own initial parameters in the script.)
 
 No text of the case is ever source code of the script: each step's snippet and each
 observation is a string literal (`repr`), compiled and run by the script itself, so a character

@@ -159,7 +159,8 @@ def test_repro_script_prints_meta_tensors_without_reading_them(name, tmp_path):
         "expect": {"x.grad": {"shape": [2], "device": "meta"}},
     })), engine)
     script = tmp_path / "repro.py"
-    script.write_text(repro + "\ntry:\n    value(x.grad)\nexcept ValueError as error:\n"
+    # The case's names live in the script's case namespace, `_case`, as in the runner.
+    script.write_text(repro + "\ntry:\n    value(_case['x'].grad)\nexcept ValueError as error:\n"
                       "    print('value:', error)\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          check=True).stdout
