@@ -1,4 +1,5 @@
-"""Run one case on one engine and say what happened.
+"""Judge one case on one engine from what its engine's process saw (`judge_seen`), and run it
+in this process (`run_case`: observe, then judge).
 
     >>> from conformance.engines import load_engine
     >>> result = run_case({"id": "leaf.ones", "rule": "A new tensor is a leaf.",
@@ -8,11 +9,11 @@
     >>> result.verdict                                       # doctest: +SKIP
     'passed'
 
-Each case gets a fresh namespace, grad mode enabled and its own NumPy generator
-(`default_rng(seed)`), so every engine computes with the same numbers. Steps run statement by
-statement; the statement that raises gives the error's stage. A per-case watchdog
-(`SIGALRM`, when running in the main thread of a Unix process) turns a hang into an `error`
-verdict; an exception from the runner or the adapter is an `error` too. Neither stops a run.
+How a case runs is `conformance.run.observe`'s: a fresh namespace, grad mode enabled and its
+own NumPy generator (`default_rng(seed)`) per case, steps run statement by statement, a watchdog
+that turns a hang into an `error`. What it saw is compared here with what the case expects:
+the statement that raised gives the error's stage, a refusal is checked by
+`conformance.run.refusals`, values by `conformance.run.compare`.
 """
 
 from __future__ import annotations

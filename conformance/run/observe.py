@@ -446,9 +446,7 @@ def _scalar(value: Any, engine: Engine | None) -> Any:
         return _scalar(value.item(), engine)
     if isinstance(value, str):
         return cut(wire.text(value))
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
+    if isinstance(value, int):  # a subclass (bool cannot be subclassed)
         return int.__index__(value)
     if isinstance(value, float):
         return float.__float__(value)
@@ -475,8 +473,12 @@ def _array_seen(kind: str, array: np.ndarray, dtype: str, device: str) -> Tensor
                           f"{array.size:,} elements, more than the {ARRAY_LIMIT:,} a worker "
                           "sends of one observed value")
     if array.dtype.name not in wire.ARRAY_DTYPES:
-        # bfloat16 and other dtypes NumPy lacks arrive as float32 (the adapters' own reading)
-        array = array.astype(np.float64 if array.dtype.kind == "f" else array.dtype)
+        # A dtype of an extension of NumPy's (ml_dtypes' bfloat16): its values as float64.
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            return TensorSeen(kind, dtype, shape, device, None,
+                              f"values of NumPy dtype {array.dtype.name} cannot be sent")
     return TensorSeen(kind, dtype, shape, device, array)
 
 

@@ -47,6 +47,7 @@ import shutil
 import signal
 import tempfile
 import time
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -59,7 +60,7 @@ from pebble import ProcessExpired, ProcessPool
 from conformance.casefile.case import Case
 from conformance.casefile.loader import DEFAULT_SPEC_DIR, SpecResources
 from conformance.engines import EngineError
-from conformance.engines.base import DESCRIBED
+from conformance.engines.base import DESCRIBED, Strictness
 from conformance.run import labels, wire, worker_side
 from conformance.run.executor import DEFAULT_TIMEOUT, LEVELS, CaseResult, judge_seen
 from conformance.run.handle import Aborted, EngineCrashed, EngineHandle
@@ -493,9 +494,6 @@ class EngineWorkers(EngineHandle):
         self.close()
 
 
-STRICTNESSES = ("exact", "prefix", "type")
-
-
 def _checked_facts(facts: dict[str, str], where: str) -> dict[str, str]:
     """An engine's text facts as they enter the runner: its name a valid name, its level and
     message strictness known ones, every other fact one plain line (`labels`); every report and
@@ -503,7 +501,8 @@ def _checked_facts(facts: dict[str, str], where: str) -> dict[str, str]:
     checked = {key: labels.plain_line(value) for key, value in facts.items()}
     checked["name"] = labels.engine_name(facts["name"], where)
     checked["level"] = labels.known(facts["level"], LEVELS, "level", where)
-    checked["message_strictness"] = labels.known(facts["message_strictness"], STRICTNESSES,
+    checked["message_strictness"] = labels.known(facts["message_strictness"],
+                                                 typing.get_args(Strictness),
                                                  "message strictness", where)
     return checked
 
